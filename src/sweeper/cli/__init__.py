@@ -1,0 +1,1 @@
+"""Command-line interface: one module per subcommand, loaded only when it is called."""

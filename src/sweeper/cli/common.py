@@ -1,0 +1,38 @@
+"""Helpers shared by subcommands: loading a spec or exiting 2 with every problem listed."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import NoReturn
+
+from sweeper.spec import SweepSpec
+from sweeper.specio import SpecError, load_spec
+
+EXIT_BAD_INPUT = 2
+
+
+def add_spec_argument(parser: argparse.ArgumentParser, overrides: bool = True) -> None:
+    parser.add_argument("spec", metavar="SPEC", help="sweep file, e.g. sweeps/demo.yaml")
+    if overrides:
+        parser.add_argument(
+            "overrides",
+            nargs="*",
+            metavar="FIELD=VALUE",
+            help="dotted overrides parsed as YAML, e.g. train.epochs=1 grid.seed=[1]",
+        )
+
+
+def fail(message: str) -> NoReturn:
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(EXIT_BAD_INPUT)
+
+
+def load_or_exit(path: str, overrides: list[str] | None = None) -> SweepSpec:
+    """Load a spec; on any problem print them all and exit 2 before anything starts."""
+    try:
+        return load_spec(path, overrides or [])
+    except SpecError as exc:
+        for problem in exc.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        raise SystemExit(EXIT_BAD_INPUT) from None

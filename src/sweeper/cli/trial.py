@@ -1,0 +1,88 @@
+"""Run one trial on this machine, without Ray or MLflow.
+
+The trial is the one the sweep would run for these grid values: same data, same
+starting weights, same recipe. It writes metric events (events.jsonl), the trainer's
+log and the best and last checkpoints into --out, and prints each validation point.
+Run it again with the same --out and it resumes from the last checkpoint.
+
+  sweeper trial sweeps/demo.yaml --seed 1 --init pretrained --framework fairseq
+  sweeper trial sweeps/demo.yaml --seed 2 --init random --framework hf --out /tmp/t
+  sweeper trial sweeps/demo.yaml --framework hf --method lora train.epochs=1
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from sweeper.cli.common import EXIT_BAD_INPUT, add_spec_argument, load_or_exit
+
+
+def build_parser(parser: argparse.ArgumentParser) -> None:
+    add_spec_argument(parser)
+    parser.add_argument("--seed", type=int, default=1, help="trial seed (default 1)")
+    parser.add_argument("--init", choices=["pretrained", "random"], default="pretrained")
+    parser.add_argument("--framework", choices=["fairseq", "hf", "dummy"], default="fairseq")
+    parser.add_argument("--method", choices=["full", "lora"], default="full")
+    parser.add_argument("--out", type=Path, help="output folder (default: under output_dir)")
+    parser.add_argument("--threads", type=int, default=1, help="CPU threads for the trainer")
+
+
+def run(args: argparse.Namespace) -> int:
+    spec = load_or_exit(args.spec, args.overrides)
+    from sweeper.trials import make_trial
+
+    if args.framework == "fairseq" and args.method == "lora":
+        print("error: LoRA trials run on HF (PEFT) only: use --framework hf", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        trial = make_trial(
+            spec, seed=args.seed, init=args.init, framework=args.framework, method=args.method
+        )
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return _run(spec, trial, args)
+
+
+def _run(spec, trial, args: argparse.Namespace) -> int:
+    from sweeper.data.errors import DataError
+    from sweeper.trainers.events import MetricEvent, best_validation
+    from sweeper.trainers.runner import TrainerError
+    from sweeper.trainers.trial import run_trial, trial_dir
+
+    out = args.out or trial_dir(spec, trial)
+    print(f"trial {trial.name} (key {trial.key}) -> {out}")
+
+    def show(event: MetricEvent) -> None:
+        if event.split != "train":
+            print(
+                f"  step {event.step:>6}  epoch {event.epoch:5.2f}  {event.split:<5} "
+                f"accuracy {event.accuracy:6.2f}  loss {event.loss:.4f}",
+                flush=True,
+            )
+
+    try:
+        result = run_trial(spec, trial, out, threads=args.threads, on_event=show)
+    except DataError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except TrainerError as exc:
+        print(f"error: trial failed: {exc}", file=sys.stderr)
+        return 1
+    picked = best_validation(result.events)
+    if picked is None:
+        print("error: the trainer reported no validation point", file=sys.stderr)
+        return 1
+    best, test = picked
+    test_text = f"{test.accuracy:.2f}" if test and test.accuracy is not None else "missing"
+    print(
+        f"best valid accuracy {best.accuracy:.2f} at step {best.step} (epoch "
+        f"{best.epoch:.0f}); test accuracy there {test_text}; {result.wall_time:.1f} s"
+    )
+    if result.trainable_params:
+        trainable, total = result.trainable_params
+        print(f"trainable parameters {trainable:,} of {total:,}")
+    print(f"best checkpoint: {result.checkpoints.best}")
+    return 0

@@ -1,0 +1,84 @@
+"""Names shared by everything that writes or reads a sweep's record.
+
+The trainers write metric events, the sweep engine turns them into MLflow runs, and the
+summariser reads those runs back. Keeping every name in this one module is what lets
+the three agree without importing each other.
+
+Metric event (one JSON object per line in `events.jsonl`, see `sweeper.trainers.events`):
+  {"step": 225, "epoch": 1.0, "split": "valid", "loss": 0.61, "accuracy": 71.5,
+   "lr": 9.4e-05, "wall_time": 12.3}
+`split` is `train`, `valid` or `test`; accuracy is a percentage (0-100) as in the lab's
+tables, null for `train`; step is the number of optimizer updates so far.
+
+MLflow layout:
+  experiment  = the sweep name (or spec.tracking.experiment)
+  parent run  = the sweep, tagged `sweeper.role=sweep`
+  child run   = one trial, tagged `sweeper.role=trial` and `mlflow.parentRunId`
+  metrics     = METRIC_NAMES at step = update number
+"""
+
+from __future__ import annotations
+
+# Tags on every run.
+TAG_ROLE = "sweeper.role"  # "sweep" | "trial"
+ROLE_SWEEP = "sweep"
+ROLE_TRIAL = "trial"
+TAG_SWEEP = "sweeper.sweep"  # sweep name
+
+# Tags on trial runs.
+TAG_TRIAL_KEY = "sweeper.trial_key"
+TAG_GROUP = "sweeper.group"  # e.g. "fairseq/pretrained/full"
+TAG_SEED = "sweeper.seed"
+TAG_INIT = "sweeper.init"
+TAG_FRAMEWORK = "sweeper.framework"
+TAG_METHOD = "sweeper.method"
+TAG_STAGE = "sweeper.stage"  # "grid" | "search" | "confirm"
+TAG_STATUS = "sweeper.status"  # "finished" | "failed" | "early_stopped" | "running"
+TAG_RAY_TRIAL_ID = "sweeper.ray_trial_id"
+TAG_NODE = "sweeper.node"
+TAG_ERROR = "sweeper.error"  # last lines of the error, for failed trials
+TAG_TRAINABLE_PARAMS = "sweeper.trainable_params"
+TAG_TOTAL_PARAMS = "sweeper.total_params"
+
+STATUS_FINISHED = "finished"
+STATUS_FAILED = "failed"
+STATUS_EARLY_STOPPED = "early_stopped"
+STATUS_RUNNING = "running"
+
+# Metrics, logged with step = number of updates.
+METRIC_TRAIN_LOSS = "train_loss"
+METRIC_LR = "lr"
+METRIC_VALID_LOSS = "valid_loss"
+METRIC_VALID_ACC = "valid_accuracy"
+METRIC_TEST_LOSS = "test_loss"
+METRIC_TEST_ACC = "test_accuracy"
+METRIC_EPOCH = "epoch"
+METRIC_WALL_TIME = "wall_time"  # seconds since the trial started, at that step
+METRIC_NAMES = (
+    METRIC_TRAIN_LOSS,
+    METRIC_LR,
+    METRIC_VALID_LOSS,
+    METRIC_VALID_ACC,
+    METRIC_TEST_LOSS,
+    METRIC_TEST_ACC,
+    METRIC_EPOCH,
+    METRIC_WALL_TIME,
+)
+
+# Artifacts of a trial run.
+ARTIFACT_BEST_CHECKPOINT = "checkpoints/best"
+ARTIFACT_TRIAL_CONFIG = "trial.json"
+ARTIFACT_TRAINER_LOG = "trainer.log"
+ARTIFACT_EVENTS = "events.jsonl"
+
+# Artifacts of the sweep (parent) run.
+ARTIFACT_SPEC = "spec.yaml"
+ARTIFACT_RESOLVED_SPEC = "spec.resolved.json"
+ARTIFACT_REPORT_DIR = "report"
+
+# Files in a trial's local output folder (what `sweeper trial --out DIR` writes).
+EVENTS_FILE = "events.jsonl"
+TRAINER_LOG_FILE = "trainer.log"
+TRIAL_CONFIG_FILE = "trial.json"
+CHECKPOINT_DIR = "checkpoints"
+RESULT_FILE = "result.json"

@@ -1,0 +1,301 @@
+"""The sweep file schema: what a researcher may write, and what each field means.
+
+Every field carries a docstring because the schema *is* the product's language: the
+README's spec reference and `sweeper validate` messages both come from here. Loading
+(YAML, env interpolation, overrides, path resolution, error formatting) lives in
+`sweeper.specio`, keeping this module a plain, readable schema.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+
+def _resolve_path(value: Path, info: ValidationInfo) -> Path:
+    """Relative paths mean "relative to the spec file", never to the caller's cwd."""
+    base = (info.context or {}).get("base_dir")
+    value = Path(value).expanduser()
+    if base is not None and not value.is_absolute():
+        value = Path(base) / value
+    return Path(value).resolve() if base is not None else value
+
+
+SpecPath = Annotated[Path, AfterValidator(_resolve_path)]
+"""A filesystem path; relative values resolve against the spec file's folder."""
+
+
+class Strict(BaseModel):
+    """Base for every block: unknown keys are errors (with a did-you-mean)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TrackingConfig(Strict):
+    uri: str | None = None
+    """MLflow tracking URI (`${MLFLOW_TRACKING_URI}` works). None: a SQLite store in
+    `output_dir/mlflow.db` with artifacts in `output_dir/mlartifacts`."""
+    experiment: str | None = None
+    """MLflow experiment name; defaults to the sweep name."""
+
+    @field_validator("uri", mode="before")
+    @classmethod
+    def _empty_is_default(cls, value: object) -> object:
+        """`${MLFLOW_TRACKING_URI:-}` with the variable unset means "use the default"."""
+        return None if value == "" else value
+
+
+class GenerateConfig(Strict):
+    """The deterministic demo corpus (see `sweeper.data.demo_corpus`)."""
+
+    seed: int = 0
+    """Seed of the generator: the same seed always writes the same files."""
+    train_size: int = Field(1800, ge=10)
+    """Labeled training reviews (the lab has 1,800)."""
+    valid_size: int = Field(200, ge=10)
+    test_size: int = Field(200, ge=10)
+    unlabeled_size: int = Field(20000, ge=100)
+    """Unlabeled sentences for the pretraining stage."""
+    label_noise: float = Field(0.0, ge=0.0, lt=0.5)
+    """Fraction of labels flipped in every split, to bring accuracies off 100%."""
+    vocab_size: int = Field(1000, ge=50)
+    """Sentencepiece vocabulary trained on the generated text."""
+
+
+class DataConfig(Strict):
+    source: Literal["files", "generated"] = "files"
+    """`files`: user-supplied raw splits under `dir`; `generated`: the demo corpus is
+    written into `dir` first."""
+    dir: SpecPath
+    """Folder holding `{split}.{text_suffix}` and `{split}.{label_suffix}` per split."""
+    splits: dict[Literal["train", "valid", "test"], str] = Field(
+        default_factory=lambda: {"train": "train", "valid": "valid", "test": "test"}
+    )
+    """File stem of each split (CLS books uses train/valid/test)."""
+    text_suffix: str = "review"
+    """Raw text files end in this suffix: one review per line."""
+    label_suffix: str = "label"
+    """Label files end in this suffix: one label per line, aligned with the text."""
+    labels: list[str] = Field(default_factory=lambda: ["0", "1"], min_length=2)
+    """Allowed labels; their order fixes the class index."""
+    generate: GenerateConfig | None = None
+    """Generator settings; required when `source: generated`."""
+
+    @model_validator(mode="after")
+    def _generated_needs_settings(self) -> DataConfig:
+        if self.source == "generated" and self.generate is None:
+            raise ValueError("`source: generated` needs a `generate:` block")
+        return self
+
+
+class ArchConfig(Strict):
+    """A RoBERTa encoder; the same numbers build the fairseq and the HF model."""
+
+    layers: int = Field(ge=1)
+    embed_dim: int = Field(ge=8)
+    ffn_dim: int = Field(ge=8)
+    heads: int = Field(ge=1)
+    max_positions: int = Field(ge=8)
+    """Longest input in tokens; inputs are truncated to it. Position rows are this + 2
+    (fairseq's padding offset)."""
+    vocab_size: int | None = Field(None, ge=8)
+    """Embedding rows: fairseq's 4 specials + dict.txt entries + `<mask>`. None: read
+    from the dict (demo); set it to have `sweeper params` work before any data exists."""
+    activation: Literal["gelu", "relu"] = "gelu"
+
+    @model_validator(mode="after")
+    def _heads_divide_dim(self) -> ArchConfig:
+        if self.embed_dim % self.heads:
+            raise ValueError(f"embed_dim {self.embed_dim} is not divisible by heads {self.heads}")
+        return self
+
+
+class PretrainConfig(Strict):
+    """fairseq `masked_lm` on the unlabeled corpus, producing the pretrained checkpoint."""
+
+    steps: int = Field(2000, ge=1)
+    batch_size: int = Field(64, ge=1)
+    lr: float = Field(5e-4, gt=0)
+    warmup_ratio: float = Field(0.06, ge=0, lt=1)
+    mask_prob: float = Field(0.15, gt=0, lt=1)
+    seed: int = 0
+    max_tokens_per_sample: int = Field(64, ge=8)
+    """Length of the blocks the unlabeled corpus is cut into."""
+
+
+class ModelConfig(Strict):
+    arch: ArchConfig
+    sentencepiece: SpecPath
+    """Sentencepiece model that turns text into pieces (`sentencepiece.bpe.model`)."""
+    dictionary: SpecPath
+    """fairseq `dict.txt`: pieces to ids, shared by both frameworks."""
+    checkpoint: SpecPath | None = None
+    """Pretrained fairseq checkpoint (`model.pt`); the `pretrained` init starts here."""
+    pretrain: PretrainConfig | None = None
+    """Build the pretrained checkpoint with sweeper's own pretraining stage instead."""
+
+    @model_validator(mode="after")
+    def _one_pretrained_source(self) -> ModelConfig:
+        if self.checkpoint is not None and self.pretrain is not None:
+            raise ValueError("give either `checkpoint` or `pretrain`, not both")
+        return self
+
+
+class TrainConfig(Strict):
+    """The fine-tuning recipe; both frameworks get these same numbers."""
+
+    epochs: int = Field(5, ge=1)
+    batch_size: int = Field(8, ge=1)
+    lr: float = Field(1e-5, gt=0)
+    warmup_ratio: float = Field(0.06, ge=0, lt=1)
+    """Fraction of the total updates spent warming the learning rate up."""
+    lr_scheduler: Literal["polynomial", "linear"] = "polynomial"
+    """Decay after warmup (polynomial with power 1 is linear, as in fairseq)."""
+    weight_decay: float = Field(0.1, ge=0)
+    dropout: float = Field(0.1, ge=0, lt=1)
+    attention_dropout: float = Field(0.1, ge=0, lt=1)
+    adam_betas: tuple[float, float] = (0.9, 0.98)
+    adam_eps: float = Field(1e-6, gt=0)
+    clip_norm: float = Field(0.0, ge=0)
+    """Gradient clipping norm; 0 disables it."""
+    num_classes: int = Field(2, ge=2)
+    timeout_min: float | None = Field(None, gt=0)
+    """Per-trial wall-clock limit in minutes; a trial past it fails with that reason."""
+
+
+class LoraConfig(Strict):
+    """PEFT LoRA settings, used by trials whose method is `lora`."""
+
+    r: int = Field(8, ge=1)
+    alpha: int = Field(16, ge=1)
+    dropout: float = Field(0.05, ge=0, lt=1)
+    target_modules: list[str] = Field(default_factory=lambda: ["query", "value"], min_length=1)
+    bias: Literal["none", "all", "lora_only"] = "none"
+
+
+def _check_tunable(key: str) -> None:
+    """Grid and search axes may vary recipe fields (`train.*`) and LoRA fields (`lora.*`)."""
+    blocks: dict[str, type[BaseModel]] = {"train": TrainConfig, "lora": LoraConfig}
+    block, _, name = key.partition(".")
+    if block not in blocks or name not in blocks[block].model_fields:
+        known = [f"{b}.{f}" for b, m in blocks.items() for f in m.model_fields]
+        close = difflib.get_close_matches(key, known, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else " (train.* or lora.* fields)"
+        raise ValueError(f"{key!r} is not a tunable field{hint}")
+
+
+Init = Literal["pretrained", "random"]
+Framework = Literal["fairseq", "hf", "dummy"]
+"""`dummy` runs no framework (a scripted learning curve): for tests of the machinery."""
+Method = Literal["full", "lora"]
+
+
+class GridConfig(Strict):
+    """Axes crossed into trials; each combination is one trial key."""
+
+    seed: list[int] = Field(default_factory=lambda: [1, 2, 3], min_length=1)
+    init: list[Init] = Field(default_factory=lambda: ["pretrained", "random"], min_length=1)
+    framework: list[Framework] = Field(default_factory=lambda: ["fairseq", "hf"], min_length=1)
+    method: list[Method] = Field(default_factory=lambda: ["full"], min_length=1)
+    params: dict[str, list[Any]] = Field(default_factory=dict)
+    """Extra axes by dotted field, e.g. `train.lr: [1e-5, 3e-5]` or `lora.r: [8, 16]`."""
+
+    @model_validator(mode="after")
+    def _known_params(self) -> GridConfig:
+        for key, values in self.params.items():
+            _check_tunable(key)
+            if not values:
+                raise ValueError(f"grid.params.{key} needs at least one value")
+        return self
+
+
+class SearchParam(Strict):
+    type: Literal["loguniform", "uniform", "int", "choice"]
+    low: float | None = None
+    high: float | None = None
+    values: list[Any] | None = None
+
+    @model_validator(mode="after")
+    def _bounds_or_values(self) -> SearchParam:
+        if self.type == "choice":
+            if not self.values:
+                raise ValueError("`choice` needs a non-empty `values` list")
+        elif self.low is None or self.high is None or self.low >= self.high:
+            raise ValueError(f"`{self.type}` needs `low` < `high`")
+        elif self.type == "loguniform" and self.low <= 0:
+            raise ValueError("`loguniform` needs `low` > 0")
+        return self
+
+
+class AshaConfig(Strict):
+    type: Literal["asha"] = "asha"
+    grace_period: int = Field(1, ge=1)
+    """Validation points a trial gets before it can be stopped."""
+    reduction_factor: int = Field(2, ge=2)
+
+
+class SearchConfig(Strict):
+    """Optuna search per group (init × framework × method), then confirmation."""
+
+    algorithm: Literal["optuna"] = "optuna"
+    metric: str = "valid_accuracy"
+    mode: Literal["max", "min"] = "max"
+    num_samples: int = Field(8, ge=1)
+    space: dict[str, SearchParam] = Field(min_length=1)
+    """Dotted field -> distribution, e.g. `train.lr: {type: loguniform, ...}`."""
+    scheduler: AshaConfig | None = None
+    tuning_seeds: list[int] = Field(default_factory=lambda: [1], min_length=1)
+    """Seeds the search stage runs on; the confirm stage then uses grid.seed."""
+
+    @model_validator(mode="after")
+    def _known_space(self) -> SearchConfig:
+        for key in self.space:
+            _check_tunable(key)
+        return self
+
+
+class ResourcesConfig(Strict):
+    cpu: float = Field(1.0, gt=0)
+    """CPUs per trial; the trainer's thread count follows it."""
+    gpu: float = Field(0.0, ge=0)
+    """GPUs per trial; fractions let several small trials share one GPU."""
+
+
+class SweepSpec(Strict):
+    """One sweep: a grid of fine-tuning trials and where their record goes."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=64)
+    """Sweep name: the MLflow experiment and part of every trial key."""
+    output_dir: SpecPath = Path("../runs/sweep")
+    """Where prepared data, checkpoints and the default MLflow store go."""
+    tracking: TrackingConfig = TrackingConfig()
+    data: DataConfig
+    model: ModelConfig
+    train: TrainConfig = TrainConfig()
+    lora: LoraConfig = LoraConfig()
+    grid: GridConfig = GridConfig()
+    search: SearchConfig | None = None
+    resources: ResourcesConfig = ResourcesConfig()
+    max_concurrent: int | None = Field(None, ge=1)
+    """Trials running at once; None: as many as the resources allow."""
+    retries: int = Field(2, ge=0)
+    """Times a failing trial is retried from its last checkpoint."""
+
+    @model_validator(mode="after")
+    def _pretrained_needs_a_source(self) -> SweepSpec:
+        if "pretrained" in self.grid.init and not (self.model.checkpoint or self.model.pretrain):
+            raise ValueError(
+                "grid.init has `pretrained` but model has neither `checkpoint` nor `pretrain`"
+            )
+        return self

@@ -1,0 +1,43 @@
+"""`sweeper summarize`: a sweep's MLflow record turned into tables, statistics and figures.
+
+  load.py     MLflow -> RunRecords and metric histories (bulk where the store allows)
+  select.py   which runs count; best-validation checkpoint per trial (Table 1)
+  stats.py    mean, sample std, t CIs per group (Table 2); Welch comparisons
+  tables.py   terminal / markdown / CSV / JSON rendering of the same records
+  figures.py  validation curves per group; test accuracy per group
+  report.py   report files, and logging them to the sweep's parent run
+  core.py     `summarize()` wiring the steps to a store
+
+Importing this package loads neither mlflow, scipy nor matplotlib; they load inside the
+functions that need them.
+"""
+
+from __future__ import annotations
+
+from sweeper.summarize.core import summarize, summarize_spec
+from sweeper.summarize.load import SummarizeError
+from sweeper.summarize.records import (
+    Comparison,
+    GroupStats,
+    NotCounted,
+    Point,
+    RunRecord,
+    Summary,
+    TrialResult,
+)
+from sweeper.summarize.report import log_report, write_report
+
+__all__ = [
+    "Comparison",
+    "GroupStats",
+    "NotCounted",
+    "Point",
+    "RunRecord",
+    "SummarizeError",
+    "Summary",
+    "TrialResult",
+    "log_report",
+    "summarize",
+    "summarize_spec",
+    "write_report",
+]

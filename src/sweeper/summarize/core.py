@@ -1,0 +1,127 @@
+"""`summarize()`: from an MLflow experiment to a Summary (tables' records and statistics).
+
+The steps are kept as separate pure functions (load -> screen -> select -> stats) so
+each rule can be tested on hand-made records; this module only wires them to a store.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from sweeper import layout
+from sweeper.summarize.load import (
+    SummarizeError,
+    find_experiment,
+    load_histories,
+    load_runs,
+    open_client,
+)
+from sweeper.summarize.records import NotCounted, RunRecord, Summary
+from sweeper.summarize.select import HISTORY_KEYS, screen, select
+from sweeper.summarize.stats import compare, group_stats
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+
+    from sweeper.spec import SweepSpec
+
+
+def summarize(
+    experiment: str,
+    tracking_uri: str,
+    *,
+    sweep: str | None = None,
+    client: MlflowClient | None = None,
+    history_path: str = "auto",
+) -> Summary:
+    """Summarise the trial runs of `experiment` in the store at `tracking_uri`.
+
+    `sweep` keeps only runs tagged with that sweep name (runs without the tag are kept);
+    it is required when the experiment holds trials of several sweeps. `client` reuses
+    an open MlflowClient; `history_path` forces one way of reading metric histories
+    (`sqlite`, `bulk`, `per_run`; see `sweeper.summarize.load`), tests compare them.
+    Raises SummarizeError for input the user must fix.
+    """
+    if client is None:
+        client = open_client(tracking_uri)
+    from mlflow.exceptions import MlflowException
+
+    found = find_experiment(client, experiment)
+    try:
+        runs = load_runs(client, found.experiment_id)
+    except MlflowException as exc:
+        raise SummarizeError(f"cannot read the runs of {experiment!r}: {exc.message}") from None
+    notes: list[str] = []
+
+    sweep = _pick_sweep(runs, sweep, experiment, notes)
+    runs = [r for r in runs if r.sweep in (None, sweep)]
+    trial_runs = [r for r in runs if r.role == layout.ROLE_TRIAL]
+    parents = [r for r in runs if r.role == layout.ROLE_SWEEP]
+    untagged = sum(1 for r in runs if r.role not in (layout.ROLE_TRIAL, layout.ROLE_SWEEP))
+    if untagged:
+        notes.append(f"runs without a {layout.TAG_ROLE} tag ignored (not sweeper runs): {untagged}")
+
+    candidates, not_counted = screen(trial_runs)
+    histories = load_histories(client, [r.run_id for r in candidates], HISTORY_KEYS, history_path)
+    trials, unusable = select(candidates, histories)
+    not_counted = sorted([*not_counted, *unusable], key=_listing_order)
+    groups = group_stats(trials)
+    counted = {t.run_id for t in trials}
+    parent = _pick_parent(parents, [r for r in candidates if r.run_id in counted])
+    if parent is None:
+        notes.append(f"no parent run tagged {layout.TAG_ROLE}={layout.ROLE_SWEEP}")
+    elif len(parents) > 1:
+        notes.append(f"{len(parents)} parent runs; the report goes to {parent.run_id}")
+    return Summary(
+        experiment=found.name,
+        experiment_id=found.experiment_id,
+        tracking_uri=tracking_uri,
+        sweep=sweep,
+        parent_run_id=parent.run_id if parent else None,
+        trials=trials,
+        groups=groups,
+        comparisons=compare(groups, trials),
+        not_counted=not_counted,
+        notes=notes,
+    )
+
+
+def summarize_spec(spec: SweepSpec, tracking_uri: str | None = None, **kwargs) -> Summary:
+    """Summarise the sweep a spec describes, in the store that spec writes to."""
+    from sweeper.tracking import experiment_name
+    from sweeper.tracking import tracking_uri as spec_uri
+
+    uri = tracking_uri or spec_uri(spec)
+    return summarize(experiment_name(spec), uri, sweep=spec.name, **kwargs)
+
+
+def _listing_order(item: NotCounted) -> tuple:
+    return (item.group, item.seed if item.seed is not None else -1, item.run_id)
+
+
+def _pick_sweep(
+    runs: Sequence[RunRecord], sweep: str | None, experiment: str, notes: list[str]
+) -> str | None:
+    """The sweep to report: the one asked for, else the only one the trials are tagged with."""
+    names = sorted({r.sweep for r in runs if r.sweep is not None and r.role == layout.ROLE_TRIAL})
+    if sweep is not None:
+        others = [n for n in names if n != sweep]
+        if others:
+            notes.append(f"runs of other sweeps in this experiment ignored: {', '.join(others)}")
+        return sweep
+    if len(names) > 1:
+        raise SummarizeError(
+            f"experiment {experiment!r} holds trials of several sweeps ({', '.join(names)}); "
+            "choose one with --sweep NAME"
+        )
+    return names[0] if names else None
+
+
+def _pick_parent(parents: Sequence[RunRecord], counted: Sequence[RunRecord]) -> RunRecord | None:
+    """The sweep run most counted trials hang from; ties: the latest started."""
+    if not parents:
+        return None
+    children = Counter(r.parent_run_id for r in counted)
+    return max(parents, key=lambda p: (children[p.run_id], p.start_time or 0, p.run_id))

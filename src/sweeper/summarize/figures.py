@@ -1,0 +1,164 @@
+"""The report's figures: validation curves per group, and test accuracy per group.
+
+`curves.png` is the lab's Figures 1-3 made systematic: validation accuracy against the
+update step, one line per seed, one panel per group, panels sharing both axes so
+pretrained and random (or fairseq and HF) read against the same scale; a dot marks
+each trial's selected (best-validation) checkpoint. `test_accuracy.png` shows every
+trial's test accuracy as a point per group, with the group mean and its 95% CI, so a
+reader sees the spread that Table 2's mean ± std summarises.
+
+matplotlib's object API with the Agg canvas (no pyplot): no global backend switch,
+no display needed, safe to call from any process.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from sweeper.summarize.records import Summary, TrialResult
+
+CURVES_FILE = "curves.png"
+TEST_FILE = "test_accuracy.png"
+DPI = 120
+LEGEND_MAX_SEEDS = 10
+"""Above this many seeds the lines share one colour and the legend is left out."""
+
+
+def write_figures(summary: Summary, out_dir: Path) -> list[Path]:
+    """Write both figures into `out_dir`; none when no trial was counted."""
+    if not summary.trials:
+        return []
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return [curves(summary, out_dir / CURVES_FILE), test_accuracy(summary, out_dir / TEST_FILE)]
+
+
+def _figure(width: float, height: float):  # -> matplotlib.figure.Figure
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def curves(summary: Summary, path: Path) -> Path:
+    """Validation accuracy against step, one panel per group, one line per seed."""
+    groups = [g.group for g in summary.groups]
+    ncols = 2 if len(groups) == 4 else min(3, len(groups))
+    nrows = math.ceil(len(groups) / ncols)
+    figure = _figure(4.6 * ncols, 3.4 * nrows)
+    axes = figure.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False).ravel()
+    seeds = sorted({t.seed for t in summary.trials if t.seed is not None})
+    few = len(seeds) <= LEGEND_MAX_SEEDS
+    colours = {seed: f"C{i % 10}" for i, seed in enumerate(seeds)}
+    for ax, group in zip(axes, groups, strict=False):
+        members = [t for t in summary.trials if t.group == group]
+        if few:
+            for trial in members:
+                colour = colours.get(trial.seed, "C0")
+                steps, values = zip(*trial.valid_curve, strict=True)
+                ax.plot(steps, values, color=colour, alpha=0.9, label=f"seed {trial.seed}")
+                ax.plot([trial.best_step], [trial.best_valid_accuracy], "o", color=colour, ms=5)
+            if members:
+                ax.legend(fontsize=8, loc="lower right")
+        else:  # hundreds of seeds: one collection per panel draws ~10x faster than lines
+            _many_curves(ax, members)
+        ax.set_title(f"{group} (n={len(members)})", fontsize=10)
+        ax.grid(alpha=0.3)
+    for ax in axes[len(groups) :]:
+        ax.set_visible(False)
+    for ax in axes[(nrows - 1) * ncols :]:
+        ax.set_xlabel("update (step)")
+    for ax in axes[::ncols]:
+        ax.set_ylabel("validation accuracy (%)")
+    figure.suptitle(
+        f"{summary.sweep or summary.experiment}: validation accuracy per seed "
+        "(dot: best-validation checkpoint)",
+        fontsize=11,
+    )
+    figure.savefig(path)
+    return path
+
+
+def _many_curves(ax, members: list[TrialResult]) -> None:  # ax: matplotlib Axes
+    from matplotlib.collections import LineCollection
+
+    lines = LineCollection(
+        [list(t.valid_curve) for t in members], colors="C0", alpha=0.25, linewidths=0.8
+    )
+    ax.add_collection(lines)
+    ax.scatter(
+        [t.best_step for t in members],
+        [t.best_valid_accuracy for t in members],
+        s=4,
+        color="C0",
+        zorder=3,
+    )
+    ax.autoscale_view()
+
+
+def test_accuracy(summary: Summary, path: Path) -> Path:
+    """Test accuracy of each trial per group (points), with mean and 95% CI (bar)."""
+    groups = summary.groups
+    figure = _figure(max(4.5, 1.6 * len(groups) + 1.5), 4.2)
+    ax = figure.subplots()
+    labelled: set[str] = set()
+
+    def label(text: str) -> str | None:  # each legend entry once
+        if text in labelled:
+            return None
+        labelled.add(text)
+        return text
+
+    for x, group in enumerate(groups):
+        members: list[TrialResult] = [t for t in summary.trials if t.group == group.group]
+        offsets = _spread(len(members))
+        ax.scatter(
+            [x + o for o in offsets],
+            [t.test_accuracy for t in members],
+            s=18 if len(members) <= 50 else 6,
+            color="C0",
+            alpha=0.7,
+            zorder=2,
+            label=label("trial"),
+        )
+        if group.ci_low is not None and group.ci_high is not None:
+            err = [[group.mean - group.ci_low], [group.ci_high - group.mean]]
+            ax.errorbar(
+                [x + 0.3],
+                [group.mean],
+                yerr=err,
+                fmt="s",
+                color="C3",
+                capsize=5,
+                zorder=3,
+                label=label("mean, 95% CI (t)"),
+            )
+        else:
+            ax.plot(
+                [x + 0.3],
+                [group.mean],
+                "s",
+                color="C3",
+                zorder=3,
+                label=label("mean (n=1: no CI)"),
+            )
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels(
+        [f"{g.group}\nn={g.n}" for g in groups], fontsize=8, rotation=20 if len(groups) > 4 else 0
+    )
+    ax.set_xlim(-0.6, len(groups) - 0.3)
+    ax.set_ylabel("test accuracy (%) at best validation")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(f"{summary.sweep or summary.experiment}: test accuracy per group", fontsize=11)
+    figure.savefig(path)
+    return path
+
+
+def _spread(n: int, width: float = 0.18) -> list[float]:
+    """Deterministic horizontal offsets so equal values stay visible (no random jitter)."""
+    if n <= 1:
+        return [0.0]
+    return [-width + 2 * width * i / (n - 1) for i in range(n)]

@@ -1,0 +1,274 @@
+"""Reading a sweep's runs from MLflow, fast enough for thousands of trials.
+
+Two reads carry almost all the cost (measured by bench/bench_summarize.py; figures
+below are for 1,000 runs × 3 metrics on a loaded 2-core machine):
+
+* `MlflowClient.search_runs`, paged at 50,000 runs a page, returns every run's tags and
+  latest metrics: the run records, whatever the store.
+* Metric histories (valid/test accuracy and epoch at every step), by the fastest path
+  the store allows, tried in this order (`path="auto"`):
+
+  `sqlite`   a read-only SQL query on MLflow's `metrics` table, 500 runs per query
+             (~0.1 s). The table's columns are checked first (key, value, timestamp,
+             step, run_uuid, is_nan) and NaN is restored from `is_nan` as MLflow's own
+             `SqlMetric.to_mlflow_entity` does; any mismatch or SQLite error falls
+             through to the next path, so a future schema change costs speed, not
+             correctness. The connection is opened `mode=ro`: nothing is written.
+  `bulk`     the SQL store's `get_metric_history_bulk(run_ids, key, max_results)`, one
+             query per metric for 500 runs at a time (~2.4 s; PostgreSQL/MySQL too).
+  `per_run`  `MlflowClient.get_metric_history(run_id, key)`, one query or HTTP request
+             per run and metric, from a thread pool so network latency overlaps (~16 s
+             on SQLite; the path for tracking servers).
+
+All paths return the same histories; tests compare them on the same store.
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+import sqlite3
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+from sweeper import layout
+from sweeper.summarize.records import Point, RunRecord
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+    from mlflow.entities import Experiment, Run
+
+PAGE_SIZE = 50_000  # MLflow's SEARCH_MAX_RESULTS_THRESHOLD
+BULK_CHUNK = 500  # run ids per query: far below SQLite's bound-variable limit
+BULK_LIMIT = 100_000_000  # rows per bulk query; reaching it would mean truncation
+THREADS = 8
+CONNECT_TIMEOUT_S = 5.0
+
+History = dict[str, dict[str, tuple[Point, ...]]]
+"""run id -> metric key -> points sorted by (step, timestamp)."""
+
+
+class SummarizeError(Exception):
+    """Bad input the user can fix (unknown experiment, unreachable store): exit 2."""
+
+
+def check_store(uri: str) -> None:
+    """Fail fast and clearly when the store is absent or the server unreachable.
+
+    MLflow would otherwise create an empty SQLite file for a mistyped path (and then
+    report "no such experiment"), or retry an unreachable server for minutes.
+    """
+    parsed = urlparse(uri)
+    scheme = parsed.scheme.lower()
+    if scheme == "sqlite":
+        path = uri.split(":///", 1)[1].split("?", 1)[0] if ":///" in uri else ""
+        if path and path != ":memory:" and not Path(path).is_file():
+            raise SummarizeError(
+                f"no MLflow store at {path} (tracking URI {uri}); has the sweep run yet?"
+            )
+    elif scheme in {"http", "https"}:
+        port = parsed.port or (443 if scheme == "https" else 80)
+        try:
+            with socket.create_connection((parsed.hostname or "", port), CONNECT_TIMEOUT_S):
+                pass
+        except OSError as exc:
+            raise SummarizeError(f"cannot reach the tracking server at {uri}: {exc}") from None
+    elif scheme in {"", "file"}:
+        path = parsed.path if scheme == "file" else uri
+        if not Path(path).exists():
+            raise SummarizeError(f"no MLflow store at {path} (tracking URI {uri})")
+
+
+def open_client(uri: str) -> MlflowClient:
+    """An MlflowClient on `uri`, after `check_store`; a store that will not open (not a
+    database, an incompatible schema) is a SummarizeError, not a traceback."""
+    check_store(uri)
+    from mlflow import MlflowClient
+
+    try:
+        return MlflowClient(uri)  # opens (and for SQL stores, checks) the store now
+    except Exception as exc:  # any failure to open the store is the user's to fix
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise SummarizeError(
+            f"cannot open the MLflow store at {uri}: {type(exc).__name__}: {first}"
+        ) from None
+
+
+def find_experiment(client: MlflowClient, name: str) -> Experiment:
+    """The active experiment called `name`, or a SummarizeError listing the known ones."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        experiment = client.get_experiment_by_name(name)
+        if experiment is None or experiment.lifecycle_stage == "deleted":
+            known = sorted(e.name for e in client.search_experiments(max_results=200))
+            listed = ", ".join(repr(k) for k in known[:10]) + (" ..." if len(known) > 10 else "")
+            raise SummarizeError(
+                f"no experiment named {name!r} at {client.tracking_uri}"
+                + (f"; experiments there: {listed}" if known else "; the store is empty")
+            )
+    except MlflowException as exc:
+        raise SummarizeError(f"cannot read {client.tracking_uri}: {exc.message}") from None
+    return experiment
+
+
+def load_runs(client: MlflowClient, experiment_id: str) -> list[RunRecord]:
+    """Every active run of the experiment (all pages), as RunRecords."""
+    runs: list[RunRecord] = []
+    token: str | None = None
+    while True:
+        page = client.search_runs(
+            [experiment_id], max_results=PAGE_SIZE, page_token=token, order_by=["start_time ASC"]
+        )
+        runs.extend(to_record(run) for run in page)
+        token = page.token
+        if not token:
+            return runs
+
+
+def to_record(run: Run) -> RunRecord:
+    """Parse a run's sweeper tags; a tag that is absent or malformed becomes None."""
+    from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+
+    tags = run.data.tags
+    framework = tags.get(layout.TAG_FRAMEWORK, "?")
+    init = tags.get(layout.TAG_INIT, "?")
+    method = tags.get(layout.TAG_METHOD, "?")
+    return RunRecord(
+        run_id=run.info.run_id,
+        run_name=run.info.run_name or "",
+        parent_run_id=tags.get(MLFLOW_PARENT_RUN_ID),
+        mlflow_status=run.info.status,
+        start_time=run.info.start_time,
+        end_time=run.info.end_time,
+        role=tags.get(layout.TAG_ROLE),
+        sweep=tags.get(layout.TAG_SWEEP),
+        trial_key=tags.get(layout.TAG_TRIAL_KEY) or None,
+        group=tags.get(layout.TAG_GROUP) or f"{framework}/{init}/{method}",
+        seed=_int(tags.get(layout.TAG_SEED)),
+        init=init,
+        framework=framework,
+        method=method,
+        stage=tags.get(layout.TAG_STAGE),
+        status=tags.get(layout.TAG_STATUS),
+        error=tags.get(layout.TAG_ERROR),
+        trainable_params=_int(tags.get(layout.TAG_TRAINABLE_PARAMS)),
+        latest=dict(run.data.metrics),
+    )
+
+
+HISTORY_PATHS = ("auto", "sqlite", "bulk", "per_run")
+
+
+def load_histories(
+    client: MlflowClient, run_ids: Sequence[str], keys: Iterable[str], path: str = "auto"
+) -> History:
+    """Histories of `keys` for `run_ids`, by `path` (see the module docstring).
+
+    `auto` takes the fastest path the store supports; naming a path forces it (tests
+    and the benchmark compare them), still falling back if the store cannot serve it.
+    """
+    if path not in HISTORY_PATHS:
+        raise ValueError(f"path must be one of {HISTORY_PATHS}, not {path!r}")
+    keys = list(keys)
+    run_ids = list(run_ids)
+    rows: dict[str, list[tuple[str, Point]]] | None = None
+    if path in {"auto", "sqlite"}:
+        rows = _sqlite_rows(client.tracking_uri, run_ids, keys)
+    if rows is None and path in {"auto", "sqlite", "bulk"}:
+        store = _bulk_store(client)
+        if store is not None:
+            rows = {key: _bulk_rows(store, run_ids, key) for key in keys}
+    if rows is None:
+        rows = {key: _per_run_rows(client, run_ids, key) for key in keys}
+
+    history: dict[str, dict[str, list[Point]]] = {run_id: {} for run_id in run_ids}
+    for key, found in rows.items():
+        for run_id, point in found:
+            history[run_id].setdefault(key, []).append(point)
+    return {
+        run_id: {
+            key: tuple(sorted(points, key=lambda p: (p.step, p.timestamp)))
+            for key, points in metrics.items()
+        }
+        for run_id, metrics in history.items()
+    }
+
+
+_METRIC_COLUMNS = {"key", "value", "timestamp", "step", "run_uuid", "is_nan"}
+
+
+def _sqlite_rows(
+    uri: str, run_ids: Sequence[str], keys: Sequence[str]
+) -> dict[str, list[tuple[str, Point]]] | None:
+    """Histories straight from a SQLite store's `metrics` table; None if not possible."""
+    if urlparse(uri).scheme.lower() != "sqlite" or ":///" not in uri:
+        return None
+    path = uri.split(":///", 1)[1].split("?", 1)[0]
+    if not path or path == ":memory:" or not Path(path).is_file():
+        return None
+    rows: dict[str, list[tuple[str, Point]]] = {key: [] for key in keys}
+    try:
+        with closing(sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True)) as db:
+            columns = {row[1] for row in db.execute("PRAGMA table_info(metrics)")}
+            if not columns >= _METRIC_COLUMNS:
+                return None
+            key_marks = ",".join("?" * len(keys))
+            for start in range(0, len(run_ids), BULK_CHUNK):
+                chunk = list(run_ids[start : start + BULK_CHUNK])
+                query = (
+                    "SELECT run_uuid, key, step, timestamp, value, is_nan FROM metrics "
+                    f"WHERE key IN ({key_marks}) AND run_uuid IN ({','.join('?' * len(chunk))})"
+                )
+                for run_id, key, step, timestamp, value, is_nan in db.execute(
+                    query, (*keys, *chunk)
+                ):
+                    value = math.nan if is_nan else float(value)
+                    rows[key].append((run_id, Point(int(step), int(timestamp), value)))
+    except sqlite3.Error:
+        return None
+    return rows
+
+
+def _bulk_store(client: MlflowClient) -> Any | None:
+    """The client's store if it offers `get_metric_history_bulk` (MLflow's SQL store)."""
+    store = getattr(getattr(client, "_tracking_client", None), "store", None)
+    return store if callable(getattr(store, "get_metric_history_bulk", None)) else None
+
+
+def _bulk_rows(store: Any, run_ids: Sequence[str], key: str) -> list[tuple[str, Point]]:
+    rows: list[tuple[str, Point]] = []
+    for start in range(0, len(run_ids), BULK_CHUNK):
+        chunk = list(run_ids[start : start + BULK_CHUNK])
+        found = store.get_metric_history_bulk(chunk, key, BULK_LIMIT)
+        if len(found) >= BULK_LIMIT:
+            raise SummarizeError(  # far beyond any sweep (500 runs x 200,000 points)
+                f"more than {BULK_LIMIT} points of {key!r} for {len(chunk)} runs"
+            )
+        rows.extend((item.run_id, _point(item)) for item in found)
+    return rows
+
+
+def _per_run_rows(
+    client: MlflowClient, run_ids: Sequence[str], key: str
+) -> list[tuple[str, Point]]:
+    def one(run_id: str) -> list[tuple[str, Point]]:
+        return [(run_id, _point(m)) for m in client.get_metric_history(run_id, key)]
+
+    with ThreadPoolExecutor(max_workers=THREADS) as pool:
+        return [row for rows in pool.map(one, run_ids) for row in rows]
+
+
+def _point(metric: Any) -> Point:
+    return Point(step=int(metric.step), timestamp=int(metric.timestamp), value=float(metric.value))
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None

@@ -1,0 +1,209 @@
+"""The summariser's records: what it reads from MLflow and what it reports.
+
+Plain frozen dataclasses, free of MLflow types, so that selection and statistics are
+pure functions a unit test can feed by hand, and the JSON report is `to_dict()` of the
+same objects the tables are printed from (one source, no drift between formats).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from sweeper.layout import METRIC_WALL_TIME
+
+
+@dataclass(frozen=True)
+class Point:
+    """One logged value of a metric: MLflow's (step, timestamp, value)."""
+
+    step: int
+    timestamp: int
+    value: float
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One MLflow run of the experiment, reduced to what the summariser needs."""
+
+    run_id: str
+    run_name: str
+    parent_run_id: str | None
+    mlflow_status: str
+    """MLflow's own status: FINISHED, FAILED, KILLED, RUNNING or SCHEDULED."""
+    start_time: int | None
+    """Milliseconds since the epoch; orders duplicates (earliest kept)."""
+    end_time: int | None
+    role: str | None
+    sweep: str | None
+    trial_key: str | None
+    group: str
+    seed: int | None
+    init: str
+    framework: str
+    method: str
+    stage: str | None
+    status: str | None
+    """sweeper's status tag: finished, failed, early_stopped, running (None: untagged)."""
+    error: str | None
+    trainable_params: int | None
+    latest: dict[str, float] = field(default_factory=dict)
+    """Latest value of every metric (the one at the highest step)."""
+
+    @property
+    def variant(self) -> str:
+        """The group's searched/grid values, e.g. `train.lr=1e-05` ('' for none)."""
+        _, bracket, rest = self.group.partition("[")
+        return rest.removesuffix("]") if bracket else ""
+
+    @property
+    def wall_time(self) -> float | None:
+        """Seconds the trial ran: its last `wall_time` metric, else end - start."""
+        value = self.latest.get(METRIC_WALL_TIME)
+        if value is not None:
+            return value
+        if self.start_time is not None and self.end_time is not None:
+            return (self.end_time - self.start_time) / 1000.0
+        return None
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    """Table 1 row: a counted trial at its best-validation checkpoint."""
+
+    run_id: str
+    run_name: str
+    trial_key: str
+    group: str
+    framework: str
+    init: str
+    method: str
+    variant: str
+    seed: int | None
+    best_valid_accuracy: float
+    best_step: int
+    best_epoch: float | None
+    test_accuracy: float
+    """Test accuracy logged at `best_step` (DESIGN invariant 3)."""
+    wall_time: float | None
+    trainable_params: int | None
+    valid_curve: tuple[tuple[int, float], ...] = field(default=(), repr=False)
+    """Validation accuracy per step (for the figures; not written to the tables)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return _shallow(self, skip="valid_curve")
+
+
+@dataclass(frozen=True)
+class NotCounted:
+    """A trial run left out of the tables, and why."""
+
+    run_id: str
+    run_name: str
+    trial_key: str | None
+    group: str
+    seed: int | None
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return _shallow(self)
+
+
+@dataclass(frozen=True)
+class GroupStats:
+    """Table 2 row: test accuracy over the seeds of one group.
+
+    `std` is the sample standard deviation (ddof=1) and the CI uses Student's t with
+    n - 1 degrees of freedom; both are None (shown "n/a") when n = 1.
+    """
+
+    group: str
+    framework: str
+    init: str
+    method: str
+    variant: str
+    n: int
+    seeds: tuple[int | None, ...]
+    mean: float
+    std: float | None
+    ci_low: float | None
+    ci_high: float | None
+    min: float
+    max: float
+    mean_best_step: float
+    trainable_params: tuple[int, ...]
+    """Distinct trainable-parameter counts tagged on the group's runs (usually one)."""
+    note: str
+
+    def to_dict(self) -> dict[str, Any]:
+        data = _shallow(self)
+        data["seeds"] = list(self.seeds)
+        data["trainable_params"] = list(self.trainable_params)
+        return data
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Difference of mean test accuracy between two groups (a - b), Welch's t-test."""
+
+    kind: str
+    """`pretrained - random` or `fairseq - hf`."""
+    within: str
+    """What the two groups share, e.g. `fairseq/full`."""
+    group_a: str
+    group_b: str
+    n_a: int
+    n_b: int
+    mean_a: float
+    mean_b: float
+    diff: float
+    ci_low: float | None
+    ci_high: float | None
+    df: float | None
+    t: float | None
+    p_value: float | None
+    note: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return _shallow(self)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Everything `sweeper summarize` reports about one sweep."""
+
+    experiment: str
+    experiment_id: str
+    tracking_uri: str
+    sweep: str | None
+    parent_run_id: str | None
+    trials: list[TrialResult]
+    groups: list[GroupStats]
+    comparisons: list[Comparison]
+    not_counted: list[NotCounted]
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready; the summary.json artifact and `--format json`."""
+        return {
+            "experiment": self.experiment,
+            "experiment_id": self.experiment_id,
+            "tracking_uri": self.tracking_uri,
+            "sweep": self.sweep,
+            "parent_run_id": self.parent_run_id,
+            "accuracy_unit": "percent",
+            "std": "sample standard deviation (ddof=1)",
+            "ci": "95% confidence interval, Student's t (groups) / Welch (comparisons)",
+            "trials": [t.to_dict() for t in self.trials],
+            "groups": [g.to_dict() for g in self.groups],
+            "comparisons": [c.to_dict() for c in self.comparisons],
+            "not_counted": [n.to_dict() for n in self.not_counted],
+            "notes": list(self.notes),
+        }
+
+
+def _shallow(record: Any, skip: str = "") -> dict[str, Any]:
+    """Field name -> value. `dataclasses.asdict` deep-copies every value, which made
+    rendering 1,000 trials cost over a second; these records hold only scalars."""
+    return {f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.name != skip}

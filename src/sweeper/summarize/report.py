@@ -1,0 +1,100 @@
+"""The report as files, and as artifacts and metrics of the sweep's parent run.
+
+Logging the report back to MLflow keeps the sweep's record self-contained: whoever
+opens the parent run in the MLflow UI finds the tables and figures beside the trials
+they were computed from, and the per-group means are metrics that can be compared
+across sweeps in the UI. Re-running the summary overwrites the artifacts and appends a
+new value to each metric (MLflow shows the latest).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sweeper import layout
+from sweeper.summarize.figures import write_figures
+from sweeper.summarize.records import Summary
+from sweeper.summarize.tables import build_tables, table_csv, table_markdown, to_json, to_markdown
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+
+SUMMARY_MD = "summary.md"
+SUMMARY_JSON = "summary.json"
+METRIC_PREFIX = "summary"
+_UNSAFE = re.compile(r"[^A-Za-z0-9_\-./ ]")
+
+
+@dataclass(frozen=True)
+class Logged:
+    """What `log_report` wrote to the parent run."""
+
+    run_id: str
+    artifact_dir: str
+    artifacts: tuple[str, ...]
+    metrics: dict[str, float]
+
+
+def write_report(summary: Summary, out_dir: Path, figures: bool = True) -> list[Path]:
+    """Write summary.md/.json, each table as .md and .csv, and the figures into out_dir."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in ((SUMMARY_MD, to_markdown(summary)), (SUMMARY_JSON, to_json(summary))):
+        (out_dir / name).write_text(text, encoding="utf-8")
+        written.append(out_dir / name)
+    for table in build_tables(summary):
+        for suffix, text in (
+            (".md", f"{table.title}\n\n{table_markdown(table)}"),
+            (".csv", table_csv(table)),
+        ):
+            path = out_dir / f"{table.name}{suffix}"
+            path.write_text(text, encoding="utf-8")
+            written.append(path)
+    if figures:
+        written.extend(write_figures(summary, out_dir))
+    return written
+
+
+def metric_name(*parts: str) -> str:
+    """A valid MLflow metric name from free text: unsafe characters become `_`, and no
+    path segment may be empty, `.` or `..` (MLflow rejects names that normalise away)."""
+    segments = [_UNSAFE.sub("_", part).strip() for p in parts for part in p.split("/")]
+    return "/".join(s if s not in {"", ".", ".."} else "_" for s in segments)
+
+
+def group_metrics(summary: Summary) -> dict[str, float]:
+    """Per-group test-accuracy mean (and n, and std where defined) as metric values."""
+    metrics: dict[str, float] = {}
+    for group in summary.groups:
+        metrics[metric_name(METRIC_PREFIX, group.group, "test_accuracy_mean")] = group.mean
+        metrics[metric_name(METRIC_PREFIX, group.group, "n")] = float(group.n)
+        if group.std is not None:
+            metrics[metric_name(METRIC_PREFIX, group.group, "test_accuracy_std")] = group.std
+    return metrics
+
+
+def log_report(client: MlflowClient, summary: Summary, files: Sequence[Path]) -> Logged | None:
+    """Log `files` (from write_report) and the group metrics to the parent run.
+
+    Returns None when the experiment has no parent run. Only the report's own files are
+    logged, never the rest of a user's --out folder.
+    """
+    from mlflow.entities import Metric
+
+    if summary.parent_run_id is None:
+        return None
+    run_id = summary.parent_run_id
+    for path in files:
+        client.log_artifact(run_id, str(path), artifact_path=layout.ARTIFACT_REPORT_DIR)
+    metrics = group_metrics(summary)
+    now = int(time.time() * 1000)
+    entries = [Metric(key, value, now, 0) for key, value in metrics.items()]
+    for start in range(0, len(entries), 1000):  # MLflow's log_batch limit
+        client.log_batch(run_id, metrics=entries[start : start + 1000])
+    names = tuple(sorted(Path(p).name for p in files))
+    return Logged(run_id, layout.ARTIFACT_REPORT_DIR, names, metrics)

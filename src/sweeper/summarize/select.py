@@ -1,0 +1,174 @@
+"""Which runs count, and each counted trial's best-validation checkpoint.
+
+The rules (DESIGN invariants 1 and 3), applied in this order:
+
+1. A trial run counts only if MLflow says FINISHED *and* sweeper's status tag says
+   `finished`: a trial the scheduler early-stopped is FINISHED in MLflow, and a crashed
+   driver can leave a run RUNNING forever, so neither field is enough alone.
+2. One run per trial key. A second finished run for a key is a duplicate (a bug in the
+   engine or a manual re-run); the earliest-started run is kept, the other listed.
+3. Search-stage trials (Optuna, on tuning seeds with sampled hyperparameters) are not
+   tabulated: the grid and confirm stages are the experiment, the search is how its
+   settings were chosen.
+4. The best validation point is the highest `valid_accuracy`; ties go to the earliest
+   step (the checkpoint a `--maximize-best-checkpoint-metric` run keeps). Its test
+   accuracy is the `test_accuracy` logged at that same step; without one the trial is
+   not counted, never paired with a test value from another step.
+
+A step logged twice (a resumed trial re-running a validation) uses its latest value.
+Nothing is dropped silently: every trial run left out becomes a NotCounted with a reason.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from sweeper import layout
+from sweeper.summarize.load import History
+from sweeper.summarize.records import NotCounted, Point, RunRecord, TrialResult
+
+HISTORY_KEYS = (layout.METRIC_VALID_ACC, layout.METRIC_TEST_ACC, layout.METRIC_EPOCH)
+"""Metric histories the selection reads; everything else comes from latest values."""
+
+SEARCH_STAGE = "search"
+_ERROR_CHARS = 160
+
+
+def screen(runs: Sequence[RunRecord]) -> tuple[list[RunRecord], list[NotCounted]]:
+    """Split trial runs into candidates (one per key) and the not counted (rules 1-3)."""
+    kept: dict[str, RunRecord] = {}
+    not_counted: list[NotCounted] = []
+    for run in sorted(runs, key=_started):
+        reason = _screen_reason(run, kept)
+        if reason is None and run.trial_key is not None:
+            kept[run.trial_key] = run
+        else:
+            not_counted.append(left_out(run, reason or ""))
+    return list(kept.values()), not_counted
+
+
+def _screen_reason(run: RunRecord, kept: dict[str, RunRecord]) -> str | None:
+    reason = status_reason(run)
+    if reason is not None:
+        return reason
+    if run.trial_key is None:
+        return f"no {layout.TAG_TRIAL_KEY} tag"
+    if run.stage == SEARCH_STAGE:
+        return "search-stage trial (the tables use the grid and confirm stages)"
+    if run.trial_key in kept:
+        first = kept[run.trial_key].run_id
+        return (
+            f"duplicate: trial key {run.trial_key} is already counted with the "
+            f"earlier-started run {first}"
+        )
+    return None
+
+
+def status_reason(run: RunRecord) -> str | None:
+    """Why a run's statuses keep it out of the tables, or None if it finished (rule 1)."""
+    if run.mlflow_status == "FAILED":
+        return _with_error("failed (MLflow status FAILED)", run.error)
+    if run.mlflow_status == "KILLED":  # the sweep was stopped mid-trial; resumable
+        return "interrupted (MLflow status KILLED)"
+    if run.status == layout.STATUS_FAILED:
+        return _with_error("failed", run.error)
+    if run.status == layout.STATUS_EARLY_STOPPED:
+        return "early-stopped by the scheduler"
+    if run.status == layout.STATUS_RUNNING or run.mlflow_status in {"RUNNING", "SCHEDULED"}:
+        return f"not finished (MLflow status {run.mlflow_status}, status tag {run.status})"
+    if run.status is None:
+        return f"no {layout.TAG_STATUS} tag"
+    if run.status != layout.STATUS_FINISHED:
+        return f"unknown {layout.TAG_STATUS} {run.status!r}"
+    if run.mlflow_status != "FINISHED":
+        return f"MLflow status {run.mlflow_status}"
+    return None
+
+
+def best_checkpoint(
+    run: RunRecord, history: dict[str, tuple[Point, ...]]
+) -> TrialResult | NotCounted:
+    """The run's best-validation step and the test accuracy at it (rule 4)."""
+    valid = by_step(history.get(layout.METRIC_VALID_ACC, ()))
+    if not valid:
+        return left_out(run, f"no {layout.METRIC_VALID_ACC} logged")
+    best_step = None
+    for step, value in sorted(valid.items()):
+        if best_step is None or value > valid[best_step]:  # strict: ties keep the earliest
+            best_step = step
+    assert best_step is not None
+    test = by_step(history.get(layout.METRIC_TEST_ACC, ()))
+    if best_step not in test:
+        return left_out(run, f"no {layout.METRIC_TEST_ACC} at its best validation step {best_step}")
+    return TrialResult(
+        run_id=run.run_id,
+        run_name=run.run_name,
+        trial_key=run.trial_key or "",
+        group=run.group,
+        framework=run.framework,
+        init=run.init,
+        method=run.method,
+        variant=run.variant,
+        seed=run.seed,
+        best_valid_accuracy=valid[best_step],
+        best_step=best_step,
+        best_epoch=by_step(history.get(layout.METRIC_EPOCH, ())).get(best_step),
+        test_accuracy=test[best_step],
+        wall_time=run.wall_time,
+        trainable_params=run.trainable_params,
+        valid_curve=tuple(sorted(valid.items())),
+    )
+
+
+def select(
+    candidates: Sequence[RunRecord], histories: History
+) -> tuple[list[TrialResult], list[NotCounted]]:
+    """Best checkpoints of the candidates, in table order (group, then seed)."""
+    trials: list[TrialResult] = []
+    not_counted: list[NotCounted] = []
+    for run in candidates:
+        result = best_checkpoint(run, histories.get(run.run_id, {}))
+        if isinstance(result, TrialResult):
+            trials.append(result)
+        else:
+            not_counted.append(result)
+    trials.sort(key=trial_order)
+    return trials, not_counted
+
+
+def by_step(points: Sequence[Point]) -> dict[int, float]:
+    """step -> value, the latest finite value where a step was logged more than once."""
+    values: dict[int, float] = {}
+    for point in sorted(points, key=lambda p: (p.step, p.timestamp)):
+        if math.isfinite(point.value):
+            values[point.step] = point.value
+    return values
+
+
+def trial_order(trial: TrialResult) -> tuple:
+    seed = trial.seed if trial.seed is not None else -1
+    return (trial.framework, trial.init, trial.method, trial.variant, seed, trial.run_id)
+
+
+def left_out(run: RunRecord, reason: str) -> NotCounted:
+    return NotCounted(
+        run_id=run.run_id,
+        run_name=run.run_name,
+        trial_key=run.trial_key,
+        group=run.group,
+        seed=run.seed,
+        reason=reason,
+    )
+
+
+def _started(run: RunRecord) -> tuple[int, str]:
+    return (run.start_time if run.start_time is not None else 0, run.run_id)
+
+
+def _with_error(reason: str, error: str | None) -> str:
+    lines = [line.strip() for line in (error or "").splitlines() if line.strip()]
+    if not lines:
+        return reason
+    last = lines[-1]
+    return f"{reason}: {last[:_ERROR_CHARS]}{'...' if len(last) > _ERROR_CHARS else ''}"

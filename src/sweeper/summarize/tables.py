@@ -1,0 +1,286 @@
+"""Table 1, Table 2, comparisons and the not-counted list, in every output format.
+
+Each table is built once from the Summary's records (`build_tables`) and rendered by
+format: terminal (rich on a TTY, aligned plain text otherwise), markdown, CSV and JSON.
+Displayed numbers are rounded and an undefined value reads "n/a"; CSV and JSON carry
+the full-precision values of the same records (null/empty where undefined), so a
+spreadsheet never re-derives anything from rounded text. NaN is never written.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from sweeper.summarize.records import Summary
+
+NA = "n/a"
+TERMINAL_NOT_COUNTED_ROWS = 20
+"""The terminal lists this many not-counted runs; files and JSON list them all."""
+
+
+@dataclass(frozen=True)
+class Column:
+    header: str
+    render: Callable[[dict[str, Any]], str]
+    numeric: bool = True
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    """File stem (`table1`, `table2`, `comparisons`, `not_counted`)."""
+    title: str
+    columns: tuple[Column, ...]
+    rows: tuple[dict[str, Any], ...]
+    """Records as `to_dict()` (CSV writes every key; the columns pick what is shown)."""
+
+    def text_rows(self, limit: int | None = None) -> list[list[str]]:
+        rows = self.rows if limit is None else self.rows[:limit]
+        return [[c.render(row) for c in self.columns] for row in rows]
+
+
+def _field(key: str, fmt: Callable[[Any], str] = str) -> Callable[[dict[str, Any]], str]:
+    def render(row: dict[str, Any]) -> str:
+        value = row.get(key)
+        return NA if value is None else fmt(value)
+
+    return render
+
+
+def _acc(v: float) -> str:
+    return f"{v:.2f}"
+
+
+def _ci(low_key: str, high_key: str) -> Callable[[dict[str, Any]], str]:
+    def render(row: dict[str, Any]) -> str:
+        low, high = row.get(low_key), row.get(high_key)
+        return NA if low is None or high is None else f"[{low:.2f}, {high:.2f}]"
+
+    return render
+
+
+def _epoch(v: float) -> str:
+    return f"{v:.0f}" if float(v).is_integer() else f"{v:.2f}"
+
+
+def _p(v: float) -> str:
+    return f"{v:.3f}" if v >= 0.001 else f"{v:.1e}"
+
+
+def _params(values: list[int]) -> str:
+    return ", ".join(f"{v:,}" for v in values)
+
+
+def build_tables(summary: Summary) -> list[Table]:
+    """The four tables of a summary, in report order."""
+    table1 = Table(
+        "table1",
+        "Table 1. Best-validation checkpoint of each trial "
+        "(accuracy in %; test accuracy at the best validation step; ties: earliest step)",
+        (
+            Column("Group", _field("group"), numeric=False),
+            Column("Seed", _field("seed")),
+            Column("Valid acc", _field("best_valid_accuracy", _acc)),
+            Column("Step", _field("best_step")),
+            Column("Epoch", _field("best_epoch", _epoch)),
+            Column("Test acc", _field("test_accuracy", _acc)),
+            Column("Wall time (s)", _field("wall_time", lambda v: f"{v:.1f}")),
+            Column("Run", _field("run_id", lambda v: v[:8]), numeric=False),
+        ),
+        tuple(t.to_dict() for t in summary.trials),
+    )
+    table2 = Table(
+        "table2",
+        "Table 2. Test accuracy per group, at each trial's best-validation checkpoint "
+        "(%; std: sample standard deviation, ddof=1; 95% CI of the mean: t distribution)",
+        (
+            Column("Group", _field("group"), numeric=False),
+            Column("n", _field("n")),
+            Column("Mean", _field("mean", _acc)),
+            Column("Std (ddof=1)", _field("std", _acc)),
+            Column("95% CI (t)", _ci("ci_low", "ci_high")),
+            Column("Min", _field("min", _acc)),
+            Column("Max", _field("max", _acc)),
+            Column("Mean best step", _field("mean_best_step", lambda v: f"{v:.0f}")),
+            Column("Trainable params", _field("trainable_params", _params)),
+            Column("Note", _field("note"), numeric=False),
+        ),
+        tuple(g.to_dict() for g in summary.groups),
+    )
+    comparisons = Table(
+        "comparisons",
+        "Comparisons. Difference of mean test accuracy A - B (percentage points), "
+        "95% CI (Welch) and Welch's two-sided t-test",
+        (
+            Column("A - B", _field("kind"), numeric=False),
+            Column("Within", _field("within"), numeric=False),
+            Column("Mean A", _field("mean_a", _acc)),
+            Column("n A", _field("n_a")),
+            Column("Mean B", _field("mean_b", _acc)),
+            Column("n B", _field("n_b")),
+            Column("Difference", _field("diff", lambda v: f"{v:+.2f}")),
+            Column("95% CI (Welch)", _ci("ci_low", "ci_high")),
+            Column("p (Welch t)", _field("p_value", _p)),
+            Column("Note", _field("note"), numeric=False),
+        ),
+        tuple(c.to_dict() for c in summary.comparisons),
+    )
+    not_counted = Table(
+        "not_counted",
+        f"Not counted ({_count(len(summary.not_counted), 'run')})",
+        (
+            Column("Run", _field("run_id", lambda v: v[:8]), numeric=False),
+            Column("Group", _field("group"), numeric=False),
+            Column("Seed", _field("seed")),
+            Column("Reason", _field("reason"), numeric=False),
+        ),
+        tuple(n.to_dict() for n in summary.not_counted),
+    )
+    return [table1, table2, comparisons, not_counted]
+
+
+def preamble(summary: Summary) -> list[str]:
+    """Where the numbers come from and how many runs they cover."""
+    parent = summary.parent_run_id or "none"
+    sweep = f"Sweep {summary.sweep}: experiment" if summary.sweep else "Experiment"
+    lines = [
+        f"{sweep} {summary.experiment!r} (id {summary.experiment_id}) at "
+        f"{summary.tracking_uri}, parent run {parent}",
+        f"{_count(len(summary.trials), 'trial')} counted in "
+        f"{_count(len(summary.groups), 'group')}, "
+        f"{_count(len(summary.not_counted), 'run')} not counted",
+    ]
+    return lines + [f"note: {note}" for note in summary.notes]
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+# --- markdown -------------------------------------------------------------------------
+
+
+def table_markdown(table: Table) -> str:
+    if not table.rows:
+        return "(none)\n"
+
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+    out = [line([c.header for c in table.columns])]
+    out.append("|" + "|".join("---:" if c.numeric else "---" for c in table.columns) + "|")
+    out.extend(line(cells) for cells in table.text_rows())
+    return "\n".join(out) + "\n"
+
+
+def to_markdown(summary: Summary) -> str:
+    """The whole report as one markdown document (also the MLflow `summary.md`)."""
+    parts = [f"# Summary of sweep {summary.sweep or summary.experiment}\n"]
+    parts.append("".join(f"{line}  \n" for line in preamble(summary)))
+    for table in build_tables(summary):
+        parts.append(f"\n## {table.title}\n\n{table_markdown(table)}")
+    return "".join(parts)
+
+
+# --- CSV and JSON -----------------------------------------------------------------------
+
+
+def table_csv(table: Table) -> str:
+    """Every field of the table's records at full precision; lists joined by ';'."""
+    buffer = io.StringIO()
+    keys = list(table.rows[0]) if table.rows else [_csv_key(c.header) for c in table.columns]
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(keys)
+    for row in table.rows:
+        writer.writerow([_csv_cell(row.get(k)) for k in keys])
+    return buffer.getvalue()
+
+
+def to_csv(summary: Summary) -> str:
+    """All tables in one stream, each after a `# name` line (use --out for one per file)."""
+    return "\n".join(f"# {t.name}\n{table_csv(t)}" for t in build_tables(summary))
+
+
+def to_json(summary: Summary) -> str:
+    """summary.json; `allow_nan=False` guarantees no NaN/Infinity ever reaches a reader."""
+    return json.dumps(summary.to_dict(), indent=2, allow_nan=False) + "\n"
+
+
+def _csv_cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, list | tuple):
+        return ";".join(str(v) for v in value)
+    return value
+
+
+def _csv_key(header: str) -> str:
+    return "".join(ch if ch.isalnum() else "_" for ch in header.lower()).strip("_")
+
+
+# --- terminal ----------------------------------------------------------------------------
+
+
+def to_plain(summary: Summary, limit: int = TERMINAL_NOT_COUNTED_ROWS) -> str:
+    """Aligned plain-text tables (the terminal format when stdout is not a TTY)."""
+    parts = ["\n".join(preamble(summary)) + "\n"]
+    for table in build_tables(summary):
+        shown = limit if table.name == "not_counted" else None
+        parts.append(f"\n{table.title}\n{_plain_table(table, shown)}")
+    return "".join(parts)
+
+
+def _plain_table(table: Table, limit: int | None) -> str:
+    if not table.rows:
+        return "(none)\n"
+    rows = table.text_rows(limit)
+    headers = [c.header for c in table.columns]
+    widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(
+            cell.rjust(w) if col.numeric else cell.ljust(w)
+            for cell, w, col in zip(cells, widths, table.columns, strict=True)
+        ).rstrip()
+
+    out = [line(headers), "  ".join("-" * w for w in widths)]
+    out.extend(line(r) for r in rows)
+    if limit is not None and len(table.rows) > limit:
+        out.append(f"... and {len(table.rows) - limit} more (all in --format json or --out)")
+    return "\n".join(out) + "\n"
+
+
+def print_rich(
+    summary: Summary,
+    file: TextIO,
+    limit: int = TERMINAL_NOT_COUNTED_ROWS,
+    width: int | None = None,
+) -> None:
+    """Rich tables for an interactive terminal (cells wrap to the terminal's width)."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table as RichTable
+    from rich.text import Text
+
+    console = Console(file=file, width=width)
+    for line in preamble(summary):
+        console.print(line, highlight=False, markup=False)
+    for table in build_tables(summary):
+        shown = limit if table.name == "not_counted" else None
+        rich_table = RichTable(title=Text(table.title), title_justify="left", box=box.SIMPLE_HEAD)
+        for column in table.columns:
+            rich_table.add_column(column.header, justify="right" if column.numeric else "left")
+        for cells in table.text_rows(shown):
+            rich_table.add_row(*(Text(cell) for cell in cells))  # "[...]" is not markup
+        console.print()
+        if table.rows:
+            console.print(rich_table)
+        else:
+            console.print(f"{table.title}\n(none)", highlight=False, markup=False)
+        if shown is not None and len(table.rows) > shown:
+            console.print(f"... and {len(table.rows) - shown} more (all in --format json or --out)")

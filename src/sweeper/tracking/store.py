@@ -1,0 +1,72 @@
+"""Resolving a spec to its MLflow store: tracking URI, artifact folder, experiment.
+
+DESIGN invariant 6: with no `tracking.uri` a sweep writes to a SQLite store and an
+artifact folder inside its `output_dir`, so a sweep folder is self-contained and can be
+moved or archived as one piece. A tracking server (`tracking.uri: http://...`) chooses
+its own artifact location, so `artifact_root` only matters for stores this machine owns.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sweeper.spec import SweepSpec
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+
+DB_FILE = "mlflow.db"
+ARTIFACT_DIR = "mlartifacts"
+
+
+def tracking_uri(spec: SweepSpec) -> str:
+    """The spec's MLflow URI: `tracking.uri`, else `sqlite:///{output_dir}/mlflow.db`."""
+    if spec.tracking.uri:
+        return spec.tracking.uri
+    return f"sqlite:///{Path(spec.output_dir) / DB_FILE}"
+
+
+def artifact_root(spec: SweepSpec) -> Path:
+    """Folder for run artifacts of a local store: `output_dir/mlartifacts`."""
+    return Path(spec.output_dir) / ARTIFACT_DIR
+
+
+def experiment_name(spec: SweepSpec) -> str:
+    """The MLflow experiment of a sweep: `tracking.experiment`, else the sweep name."""
+    return spec.tracking.experiment or spec.name
+
+
+def ensure_experiment(
+    client: MlflowClient, name: str, artifact_root: Path | str | None = None
+) -> str:
+    """Return the id of experiment `name`, creating it (with `artifact_root`) if absent.
+
+    `artifact_root` is used only on creation: an existing experiment keeps its location,
+    so re-running a sweep from a moved folder still finds its earlier artifacts. Pass
+    None for a tracking server, which knows where its artifacts go. A deleted
+    experiment is an error rather than silently restored: its name is still taken in
+    MLflow, and bringing it back is the user's decision (`mlflow experiments restore`).
+    Two processes creating the same experiment at once both get its id.
+    """
+    from mlflow.exceptions import MlflowException
+
+    existing = client.get_experiment_by_name(name)
+    if existing is None:
+        location = None
+        if artifact_root is not None:
+            text = str(artifact_root)
+            location = text if "://" in text else Path(text).resolve().as_uri()
+        try:
+            return client.create_experiment(name, artifact_location=location)
+        except MlflowException:
+            existing = client.get_experiment_by_name(name)  # created concurrently
+            if existing is None:
+                raise
+    if existing.lifecycle_stage == "deleted":
+        raise ValueError(
+            f"MLflow experiment {name!r} (id {existing.experiment_id}) is deleted; restore it "
+            f"(`mlflow experiments restore --experiment-id {existing.experiment_id}`) or "
+            "set tracking.experiment to another name"
+        )
+    return existing.experiment_id

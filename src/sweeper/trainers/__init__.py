@@ -1,0 +1,5 @@
+"""Trainers: each framework runs a trial in its own subprocess and emits metric events.
+
+Frameworks are looked up by name in `registry.TRAINERS`, so importing this package
+loads neither fairseq nor transformers.
+"""

@@ -1,0 +1,110 @@
+"""What a trainer is: a command line for one trial, and a parser of its output.
+
+A trainer never runs in the caller's process. fairseq keeps process-global state (best
+score, early-stop counters), and a crashed or killed trial must not take the Ray worker
+or the driver with it; a subprocess gives both isolation and a clean kill.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from sweeper import layout
+from sweeper.trainers.events import MetricEvent
+
+DEFAULT_LOG_INTERVAL = 25
+"""Updates between train-loss events unless `job.extra["log_interval"]` says otherwise."""
+
+
+@dataclass(frozen=True)
+class TrialJob:
+    """Everything a trainer needs for one trial, serialisable for its subprocess."""
+
+    framework: str
+    seed: int
+    init: str
+    method: str
+    train: dict[str, Any]
+    """Resolved `TrainConfig` fields (see sweeper.spec.TrainConfig)."""
+    lora: dict[str, Any] | None
+    """Resolved `LoraConfig` fields when method is `lora`."""
+    arch: dict[str, Any]
+    """`ArchConfig` fields with vocab_size filled in."""
+    num_classes: int
+    num_train: int
+    """Training sentences: total updates = ceil(num_train / batch_size) × epochs."""
+    fairseq_data: str
+    """Prepared fairseq folder with input0/ and label/."""
+    hf_data: str
+    """Prepared folder with {train,valid,test}.jsonl of the same ids."""
+    init_checkpoint: str
+    """fairseq-format checkpoint both frameworks start from (see sweeper.models.init)."""
+    out_dir: str
+    threads: int = 1
+    device: str = "cpu"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def updates_per_epoch(self) -> int:
+        return -(-self.num_train // int(self.train["batch_size"]))
+
+    @property
+    def total_updates(self) -> int:
+        return self.updates_per_epoch * int(self.train["epochs"])
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return Path(self.out_dir) / layout.CHECKPOINT_DIR
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps(asdict(self), indent=2, sort_keys=True), encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: Path) -> TrialJob:
+        return cls(**json.loads(path.read_text(encoding="utf-8")))
+
+
+def warmup_updates(total_updates: int, warmup_ratio: float) -> int:
+    """Warmup length in updates: round-half-up of ratio × total, as the fairseq side.
+
+    Spelled out (not Python's banker's `round`) so 22.5 → 23 on both frameworks.
+    """
+    return int(warmup_ratio * total_updates + 0.5)
+
+
+def log_interval(job: TrialJob) -> int:
+    """Updates between train events (at least 1)."""
+    return max(1, int(job.extra.get("log_interval", DEFAULT_LOG_INTERVAL)))
+
+
+@dataclass(frozen=True)
+class Checkpoints:
+    """Where a finished trial's checkpoints are; only these two are kept."""
+
+    best: Path | None
+    last: Path | None
+
+
+class Trainer(Protocol):
+    """One framework's way to run a trial (see fairseq.py and hf.py)."""
+
+    name: str
+
+    def command(self, job: TrialJob) -> list[str]:
+        """The subprocess command line for the job (it resumes if checkpoints exist)."""
+        ...
+
+    def parse_line(self, line: str, wall_time: float) -> list[MetricEvent]:
+        """Metric events found in one line of the subprocess's output (often none)."""
+        ...
+
+    def checkpoints(self, job: TrialJob) -> Checkpoints:
+        """The best and last checkpoints after the subprocess ends."""
+        ...
+
+    def trainable_params(self, job: TrialJob) -> tuple[int, int] | None:
+        """(trainable, total) parameter counts, when the trainer can tell."""
+        ...

@@ -1,0 +1,118 @@
+"""A trainer with no framework behind it, for tests of everything around trainers.
+
+It runs a real subprocess (`python -m sweeper.trainers.dummy JOB`) that emits the same
+metric events as the real trainers, writes a "checkpoint" per epoch, resumes from the
+last one, and can be told through `job.extra` to crash, hang or produce NaN, so the
+runner, retries and resume logic are tested quickly and deterministically.
+
+`job.extra` keys: `sleep_per_step` (s), `fail_at_step`, `nan_at_step`, `fail_once_marker`
+(a path: fail at `fail_at_step` only while this file does not exist, then create it).
+
+Sweep-level tests cannot reach `job.extra` (the sweep engine builds jobs from the spec,
+which has no field for it, on purpose), so the child also reads `SWEEPER_DUMMY_EXTRA`:
+a JSON object mapping a substring of the trial folder's name (e.g. `random-full-s2`,
+or `*` for every trial) to extra keys merged over `job.extra`. The variable reaches
+the child through the Ray worker's environment (local Ray inherits the driver's).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+from sweeper import layout
+from sweeper.trainers.base import Checkpoints, TrialJob
+from sweeper.trainers.events import MetricEvent
+
+PREFIX = "@@sweeper-event "
+EXTRA_ENV = "SWEEPER_DUMMY_EXTRA"
+
+
+class DummyTrainer:
+    name = "dummy"
+
+    def command(self, job: TrialJob) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "sweeper.trainers.dummy",
+            str(Path(job.out_dir) / layout.TRIAL_CONFIG_FILE),
+        ]
+
+    def parse_line(self, line: str, wall_time: float) -> list[MetricEvent]:
+        if not line.startswith(PREFIX):
+            return []
+        return [MetricEvent.from_dict(json.loads(line[len(PREFIX) :]))]
+
+    def checkpoints(self, job: TrialJob) -> Checkpoints:
+        folder = job.checkpoint_dir
+        best, last = folder / "best.json", folder / "last.json"
+        return Checkpoints(best if best.exists() else None, last if last.exists() else None)
+
+    def trainable_params(self, job: TrialJob) -> tuple[int, int] | None:
+        return None
+
+
+def _accuracy(job: TrialJob, step: int, split: str) -> float:
+    """A deterministic learning curve that depends on seed and init."""
+    ceiling = 90.0 if job.init == "pretrained" else 65.0
+    offset = (job.seed * 7 + (3 if split == "test" else 0)) % 5
+    return round(ceiling - 40.0 * math.exp(-step / job.updates_per_epoch) - offset, 2)
+
+
+def env_extra(out_dir: str, environ: dict[str, str] | None = None) -> dict[str, object]:
+    """Extra keys `SWEEPER_DUMMY_EXTRA` assigns to the trial whose folder is `out_dir`
+    (patterns applied in the order written; later ones win)."""
+    text = (os.environ if environ is None else environ).get(EXTRA_ENV, "")
+    if not text.strip():
+        return {}
+    name = Path(out_dir).name
+    merged: dict[str, object] = {}
+    for pattern, values in json.loads(text).items():
+        if pattern == "*" or pattern in name:
+            merged.update(values)
+    return merged
+
+
+def _emit(**fields: object) -> None:
+    print(PREFIX + json.dumps(fields), flush=True)
+
+
+def main(job_path: str) -> int:
+    job = TrialJob.load(Path(job_path))
+    extra = {**job.extra, **env_extra(job.out_dir)}
+    job.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    last = job.checkpoint_dir / "last.json"
+    start = json.loads(last.read_text())["step"] if last.exists() else 0
+    print(f"dummy trainer: starting at step {start} of {job.total_updates}", flush=True)
+    best_file = job.checkpoint_dir / "best.json"
+    best = json.loads(best_file.read_text())["accuracy"] if best_file.exists() else -1.0
+    for step in range(start + 1, job.total_updates + 1):
+        time.sleep(float(extra.get("sleep_per_step", 0.0)))
+        marker = extra.get("fail_once_marker")
+        if step == extra.get("fail_at_step") and not (marker and Path(marker).exists()):
+            if marker:
+                Path(marker).touch()
+            print(f"dummy trainer: injected crash at step {step}", flush=True)
+            return 3
+        loss = float("nan") if step == extra.get("nan_at_step") else 1.0 / step
+        epoch = step / job.updates_per_epoch
+        _emit(step=step, epoch=epoch, split="train", loss=loss, lr=job.train["lr"])
+        if step % job.updates_per_epoch == 0 or step == job.total_updates:
+            for split in ("valid", "test"):
+                acc = _accuracy(job, step, split)
+                _emit(step=step, epoch=epoch, split=split, loss=1.0 - acc / 100, accuracy=acc)
+            acc = _accuracy(job, step, "valid")
+            if acc > best:
+                best = acc
+                best_file.write_text(json.dumps({"step": step, "accuracy": acc}))
+            last.write_text(json.dumps({"step": step}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

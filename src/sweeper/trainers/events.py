@@ -1,0 +1,65 @@
+"""The one metric stream both frameworks produce (format documented in `sweeper.layout`).
+
+Everything downstream (Ray reports, MLflow metrics, the summariser) reads these events,
+so a fairseq trial and an HF trial are compared on identical terms.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+Split = Literal["train", "valid", "test"]
+
+
+@dataclass(frozen=True)
+class MetricEvent:
+    """One measurement at one update step."""
+
+    step: int
+    """Optimizer updates done so far."""
+    epoch: float
+    split: Split
+    loss: float | None = None
+    accuracy: float | None = None
+    """Percentage 0–100; None for `train`."""
+    lr: float | None = None
+    wall_time: float = 0.0
+    """Seconds since the trainer process started."""
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> MetricEvent:
+        return cls(**{k: data.get(k) for k in cls.__dataclass_fields__ if k in data})
+
+    def is_finite(self) -> bool:
+        return all(v is None or math.isfinite(v) for v in (self.loss, self.accuracy))
+
+
+def read_events(path: Path) -> list[MetricEvent]:
+    """Events of a trial, one per (split, step): a resumed trainer may re-emit steps it
+    measured before crashing, and the latest measurement is the one that stands."""
+    if not path.exists():
+        return []
+    latest: dict[tuple[str, int], MetricEvent] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            event = MetricEvent.from_dict(json.loads(line))
+            latest[(event.split, event.step)] = event
+    return sorted(latest.values(), key=lambda e: (e.step, e.split))
+
+
+def best_validation(events: list[MetricEvent]) -> tuple[MetricEvent, MetricEvent | None] | None:
+    """The validation point with the best accuracy (ties: earliest step) and the test
+    event measured at that same step, if any (DESIGN invariant 3)."""
+    valid = [e for e in events if e.split == "valid" and e.accuracy is not None]
+    if not valid:
+        return None
+    best = min(valid, key=lambda e: (-e.accuracy, e.step))  # type: ignore[operator]
+    test = next((e for e in events if e.split == "test" and e.step == best.step), None)
+    return best, test

@@ -1,0 +1,191 @@
+"""The fairseq trainer: one trial is one `fairseq-train --task sentence_prediction` run.
+
+The parent side lives here: `FairseqTrainer` (run by `runner.run_trainer`) builds the
+command line from the lab's recipe and turns fairseq's JSON log lines into metric
+events. The child is `python -m sweeper.trainers.fairseq_main ARGS`: fairseq-train
+itself, with the fixes this stack needs (see that module).
+
+Loss units: fairseq's sentence_prediction criterion logs cross-entropy in bits (it
+divides by ln 2); events carry nats (× ln 2), the unit of HF's loss. Accuracy is
+already a percentage in fairseq's logs, as events want.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from sweeper.trainers.base import Checkpoints, TrialJob, log_interval, warmup_updates
+from sweeper.trainers.events import MetricEvent
+from sweeper.trainers.runner import python_module_command
+
+CHILD_MODULE = "sweeper.trainers.fairseq_main"
+BEST = "checkpoint_best.pt"
+LAST = "checkpoint_last.pt"
+LN2 = math.log(2)
+EVAL_BATCH_SIZE = 64
+"""Validation/test batch (HF's too): results do not depend on it, speed does."""
+EVAL_SPLITS = ("valid", "test")
+"""`--valid-subset valid,test`: fairseq tracks the best checkpoint on the first only."""
+_LOG_LINE = re.compile(
+    r"^(?:.* \| )?INFO(?: \| |:)(?P<tag>train_inner|valid|test)(?: \| |:)(?P<json>\{.*\})\s*$"
+)
+"""A progress line of fairseq's JSON log format, for the tags that carry metrics."""
+COUNTED_PREFIXES = ("encoder.sentence_encoder.", "classification_heads.")
+"""Parameters the classifier uses; the unused LM head is left out, as HF has none."""
+
+
+def arch_flags(arch: Mapping[str, Any]) -> list[str]:
+    """fairseq-train flags building `arch` (an `ArchConfig` dump), via sweeper.models so
+    the trainer, parameter counts and weight conversion share one definition."""
+    from sweeper.models.arch import fairseq_arch_args
+    from sweeper.spec import ArchConfig
+
+    return fairseq_arch_args(ArchConfig.model_validate(dict(arch)))
+
+
+def device_flags(device: str) -> list[str]:
+    """`--cpu` unless CUDA; one process per trial (Ray gives it its device), fp32 on
+    both devices so fairseq and HF trials compute in the same precision."""
+    if device.startswith("cuda"):
+        return ["--distributed-world-size", "1"]
+    return ["--cpu"]
+
+
+def train_args(job: TrialJob) -> list[str]:
+    """fairseq-train's arguments for the job: the lab's sentence_prediction recipe.
+
+    TrainConfig.lr_scheduler "polynomial" and "linear" both map to polynomial_decay with
+    fairseq's default power 1 and end lr 0, which *is* linear warmup then linear decay
+    (HF's "linear" schedule). `--finetune-from-model` is always passed: fairseq uses it
+    only when save_dir has no checkpoint_last.pt, and resumes from that file otherwise.
+    """
+    if job.method != "full":
+        raise ValueError(f"the fairseq trainer does full fine-tuning only, not {job.method!r}")
+    train = job.train
+    total = job.total_updates
+    beta1, beta2 = (float(b) for b in train["adam_betas"])
+    return [
+        job.fairseq_data,
+        "--task", "sentence_prediction",
+        *arch_flags(job.arch),
+        "--num-classes", str(job.num_classes),
+        "--init-token", "0", "--separator-token", "2",
+        "--shorten-method", "truncate",  # inputs longer than max_positions are cut
+        "--criterion", "sentence_prediction",
+        "--optimizer", "adam", "--adam-betas", f"({beta1}, {beta2})",
+        "--adam-eps", str(train["adam_eps"]),
+        "--weight-decay", str(train["weight_decay"]),
+        "--clip-norm", str(train["clip_norm"]),
+        "--lr", str(train["lr"]),
+        "--lr-scheduler", "polynomial_decay",
+        "--warmup-updates", str(warmup_updates(total, float(train["warmup_ratio"]))),
+        "--total-num-update", str(total),
+        "--max-update", str(total),
+        "--max-epoch", str(train["epochs"]),
+        "--batch-size", str(train["batch_size"]),
+        "--batch-size-valid", str(EVAL_BATCH_SIZE),
+        "--required-batch-size-multiple", "1",  # exactly batch_size sentences per update
+        "--dropout", str(train["dropout"]),
+        "--attention-dropout", str(train["attention_dropout"]),
+        "--seed", str(job.seed),
+        "--valid-subset", ",".join(EVAL_SPLITS),
+        "--best-checkpoint-metric", "accuracy", "--maximize-best-checkpoint-metric",
+        "--no-epoch-checkpoints",  # only checkpoint_best.pt and checkpoint_last.pt
+        "--save-dir", str(job.checkpoint_dir),
+        "--finetune-from-model", job.init_checkpoint,
+        "--log-format", "json", "--log-interval", str(log_interval(job)),
+        "--num-workers", "0",
+        *device_flags(job.device),
+    ]  # fmt: skip
+
+
+class FairseqTrainer:
+    """Runs a trial with fairseq-train in a child process (see the module docstring)."""
+
+    name = "fairseq"
+
+    def command(self, job: TrialJob) -> list[str]:
+        return python_module_command(CHILD_MODULE, *train_args(job))
+
+    def parse_line(self, line: str, wall_time: float) -> list[MetricEvent]:
+        return parse_log_line(line, wall_time)
+
+    def checkpoints(self, job: TrialJob) -> Checkpoints:
+        best, last = job.checkpoint_dir / BEST, job.checkpoint_dir / LAST
+        return Checkpoints(best if best.is_file() else None, last if last.is_file() else None)
+
+    def trainable_params(self, job: TrialJob) -> tuple[int, int] | None:
+        """Full fine-tuning trains every parameter the classifier uses: (n, n)."""
+        found = self.checkpoints(job)
+        path = found.last or found.best
+        if path is None:
+            return None
+        count = count_parameters(path)
+        return count, count
+
+
+def parse_log_line(line: str, wall_time: float) -> list[MetricEvent]:
+    """Events in one fairseq log line: `DATE TIME | INFO | TAG | {json}` (or Python's
+    default `INFO:TAG:{json}`, should another module configure logging first).
+
+    `train_inner` lines (every --log-interval updates) give train loss and lr; `valid`
+    and `test` lines (every validation point) give loss and accuracy, their keys
+    prefixed with the subset name. Epoch-average `train` lines are skipped: their step
+    would clash with the train_inner event of the same update.
+    """
+    match = _LOG_LINE.match(line)
+    if match is None:
+        return []
+    tag, payload = match.group("tag"), match.group("json")
+    try:
+        stats = json.loads(payload)
+    except json.JSONDecodeError:
+        return []
+    if tag == "train_inner":
+        return [
+            MetricEvent(
+                step=int(stats["num_updates"]),
+                epoch=float(stats.get("update", stats["epoch"])),
+                split="train",
+                loss=float(stats["loss"]) * LN2,
+                lr=float(stats["lr"]),
+                wall_time=wall_time,
+            )
+        ]
+    return [
+        MetricEvent(
+            step=int(stats[f"{tag}_num_updates"]),
+            epoch=float(stats["epoch"]),
+            split=tag,  # type: ignore[arg-type]
+            loss=float(stats[f"{tag}_loss"]) * LN2,
+            accuracy=_optional_float(stats.get(f"{tag}_accuracy")),
+            wall_time=wall_time,
+        )
+    ]
+
+
+def _optional_float(value: str | None) -> float | None:
+    """fairseq logs numbers as strings; masked_lm validation has no accuracy at all."""
+    return None if value is None else float(value)
+
+
+def count_parameters(checkpoint: Path) -> int:
+    """Parameters of the classifier in a fairseq checkpoint: encoder and heads, without
+    buffers such as `version`. The same count as HF's RobertaForSequenceClassification
+    less its token-type row (fairseq has none)."""
+    import torch
+
+    from sweeper.trainers.fairseq_main import allow_fairseq_checkpoints
+
+    allow_fairseq_checkpoints()
+    state = torch.load(checkpoint, map_location="cpu", mmap=True)["model"]
+    return sum(
+        tensor.numel()
+        for key, tensor in state.items()
+        if key.startswith(COUNTED_PREFIXES) and not key.endswith(".version")
+    )

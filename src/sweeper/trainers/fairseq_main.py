@@ -1,0 +1,155 @@
+"""fairseq-train as sweeper's trials run it, with the fixes this stack needs.
+
+`python -m sweeper.trainers.fairseq_main ARGS` takes exactly fairseq-train's arguments
+and applies five fixes before fairseq starts:
+
+1. torch >= 2.6 loads checkpoints with `weights_only=True`, and fairseq's own
+   checkpoints pickle an `argparse.Namespace`: unfixed, fairseq can neither resume from
+   checkpoint_last.pt nor be loaded by `RobertaModel.from_pretrained`. The Namespace is
+   allowlisted (`allow_fairseq_checkpoints`), nothing broader.
+2. fairseq overwrites checkpoint_best.pt on a *tie* (`>=`); sweeper's rule (DESIGN
+   invariant 3, and HF's strict `>`) is that the earliest best step wins, so the stored
+   best checkpoint is the one whose test accuracy the summariser reports.
+3. fairseq writes checkpoint_best.pt atomically and then *copies* it to
+   checkpoint_last.pt; a kill during that copy would leave a torn last checkpoint that
+   every retry fails on. A torn last is replaced by best, which is the same state.
+4. The child dies with its parent (Linux `PR_SET_PDEATHSIG`): a killed Ray worker must
+   not leave an orphan training into the checkpoint folder its retry is using.
+5. numpy 2 removed `numpy.compat`, which fairseq's `--sample-break-mode eos` (used by
+   the pretraining stage) still reads `long` from.
+
+After training, checkpoint_best.pt loses its optimizer state (`drop_training_state`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import zipfile
+from pathlib import Path
+
+from sweeper.trainers.fairseq import BEST, LAST
+
+
+def allow_fairseq_checkpoints() -> None:
+    """Let torch's weights-only loader read fairseq checkpoints (fix 1): their only
+    non-tensor class is the `argparse.Namespace` of legacy model args. Call it before
+    `RobertaModel.from_pretrained` or fairseq's own loaders under torch >= 2.6."""
+    import argparse
+
+    import torch
+
+    torch.serialization.add_safe_globals([argparse.Namespace])
+
+
+def keep_earliest_best() -> None:
+    """Make checkpoint_best.pt follow strict improvement (fix 2).
+
+    fairseq's `save_checkpoint` keeps the best score on itself (`save_checkpoint.best`,
+    looked up through the module global, so on this wrapper once installed) and saves
+    best when `score >= best`. Handing it `val_loss=None` for a non-improving score saves
+    only checkpoint_last.pt and leaves the best score alone.
+    """
+    from fairseq import checkpoint_utils
+
+    original = checkpoint_utils.save_checkpoint
+
+    def save_checkpoint(cfg, trainer, epoch_itr, val_loss):  # type: ignore[no-untyped-def]
+        best = getattr(save_checkpoint, "best", None)
+        if val_loss is not None and best is not None:
+            improves = val_loss > best if cfg.maximize_best_checkpoint_metric else val_loss < best
+            if not improves:
+                val_loss = None
+        return original(cfg, trainer, epoch_itr, val_loss)
+
+    checkpoint_utils.save_checkpoint = save_checkpoint
+
+
+def repair_last_checkpoint(save_dir: Path) -> None:
+    """Replace a torn checkpoint_last.pt by checkpoint_best.pt (fix 3).
+
+    A torn last can only come from the copy best -> last (fairseq's own writes are
+    atomic renames), so best then holds exactly the state last was meant to hold.
+    """
+    last, best = save_dir / LAST, save_dir / BEST
+    if not last.exists() or zipfile.is_zipfile(last):
+        return
+    if not zipfile.is_zipfile(best):
+        raise RuntimeError(f"{last} is damaged and there is no intact {best.name} to restore")
+    print(f"sweeper: {last} is incomplete (killed mid-copy); restoring it from {best.name}")
+    temp = last.with_name(LAST + ".repair")
+    shutil.copyfile(best, temp)
+    os.replace(temp, last)
+
+
+def drop_training_state(checkpoint: Path) -> None:
+    """Strip the Adam moments from a finished trial's checkpoint_best.pt (2/3 of its
+    size): only checkpoint_last.pt is ever resumed from, while best is what gets
+    evaluated and logged to MLflow. Rewritten atomically."""
+    import torch
+
+    if not checkpoint.is_file():
+        return
+    state = torch.load(checkpoint, map_location="cpu")
+    if state.pop("last_optimizer_state", None) is None:
+        return
+    temp = checkpoint.with_name(checkpoint.name + ".slim")
+    torch.save(state, temp)
+    os.replace(temp, checkpoint)
+
+
+def restore_numpy_compat() -> None:
+    """Give numpy 2 back the one `numpy.compat` name fairseq uses (fix 5)."""
+    import types
+
+    import numpy
+
+    if not hasattr(numpy, "compat"):
+        numpy.compat = types.SimpleNamespace(long=numpy.int64)  # type: ignore[attr-defined]
+
+
+def die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (fix 4); no-op elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    prctl = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None)
+    if prctl is not None:
+        prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
+def _save_dir(argv: list[str]) -> Path | None:
+    """The --save-dir in fairseq-train arguments (either spelling), if given."""
+    for index, arg in enumerate(argv):
+        if arg == "--save-dir" and index + 1 < len(argv):
+            return Path(argv[index + 1])
+        if arg.startswith("--save-dir="):
+            return Path(arg.split("=", 1)[1])
+    return None
+
+
+def main(argv: list[str]) -> None:
+    """fairseq-train with the module docstring's fixes; takes its arguments unchanged."""
+    die_with_parent()
+    save_dir = _save_dir(argv)
+    if save_dir is not None:
+        repair_last_checkpoint(save_dir)
+    # First: fairseq_cli.train sets the log format (`DATE | LEVEL | TAG | MSG`) before
+    # anything in fairseq logs; importing fairseq earlier would install Python's default.
+    from fairseq_cli import train
+
+    allow_fairseq_checkpoints()
+    keep_earliest_best()
+    restore_numpy_compat()
+    sys.argv = ["fairseq-train", *argv]
+    train.cli_main()
+    if save_dir is not None:
+        drop_training_state(save_dir / BEST)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,123 @@
+"""One trial end to end: shared inputs → shared initial weights → the framework's trainer.
+
+`sweeper trial` calls this directly; the sweep engine's Ray trial calls the very same
+functions, so a trial behaves identically with or without Ray. Work shared by all
+trials of a sweep (data preparation, pretraining) is cached by content hash, so it is
+done once however many trials ask for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from sweeper.spec import SweepSpec
+from sweeper.trainers.base import TrialJob
+from sweeper.trainers.events import MetricEvent
+from sweeper.trainers.registry import get_trainer
+from sweeper.trainers.runner import TrialResult, run_trainer
+from sweeper.trials import Trial
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class SweepInputs:
+    """What every trial of a sweep reads: prepared data and the pretrained checkpoint."""
+
+    fairseq_data: Path
+    hf_data: Path
+    vocab_size: int
+    num_classes: int
+    num_train: int
+    pretrained: Path | None
+    """fairseq checkpoint of the `pretrained` init; None when the grid has no such init."""
+
+
+def prepare_inputs(spec: SweepSpec, log: Log = print, need_pretrained: bool = True) -> SweepInputs:
+    """Prepare data and (if asked) the pretrained checkpoint; both cached across calls."""
+    from sweeper.data import prepare
+
+    prepared = prepare(spec, log=log)
+    pretrained: Path | None = None
+    if need_pretrained and "pretrained" in spec.grid.init:
+        if spec.model.checkpoint is not None:
+            pretrained = spec.model.checkpoint
+        else:
+            from sweeper.trainers.pretrain import pretrain
+
+            pretrained = pretrain(spec, prepared, log=log)
+    return SweepInputs(
+        fairseq_data=Path(prepared.fairseq_dir),
+        hf_data=Path(prepared.hf_dir),
+        vocab_size=prepared.vocab_size,
+        num_classes=prepared.num_classes,
+        num_train=prepared.num_train,
+        pretrained=pretrained,
+    )
+
+
+def build_job(
+    spec: SweepSpec, trial: Trial, inputs: SweepInputs, out_dir: Path, threads: int = 1
+) -> TrialJob:
+    """Resolve a trial into the job its trainer runs, creating its initial weights."""
+    from sweeper.models.init import init_checkpoint
+
+    arch = spec.model.arch.model_copy(update={"vocab_size": inputs.vocab_size})
+    init = init_checkpoint(
+        arch=arch,
+        vocab_size=inputs.vocab_size,
+        num_classes=inputs.num_classes,
+        init=trial.init,
+        seed=trial.seed,
+        pretrained=inputs.pretrained if trial.init == "pretrained" else None,
+        out_dir=spec.output_dir / "init",
+    )
+    return TrialJob(
+        framework=trial.framework,
+        seed=trial.seed,
+        init=trial.init,
+        method=trial.method,
+        train=trial.train,
+        lora=trial.lora,
+        arch=arch.model_dump(mode="json"),
+        num_classes=inputs.num_classes,
+        num_train=inputs.num_train,
+        fairseq_data=str(inputs.fairseq_data),
+        hf_data=str(inputs.hf_data),
+        init_checkpoint=str(init),
+        out_dir=str(out_dir),
+        threads=threads,
+        device=detect_device(),
+    )
+
+
+def run_trial(
+    spec: SweepSpec,
+    trial: Trial,
+    out_dir: Path,
+    *,
+    inputs: SweepInputs | None = None,
+    threads: int = 1,
+    on_event: Callable[[MetricEvent], None] | None = None,
+    log: Log = print,
+) -> TrialResult:
+    """Run one trial to completion, resuming from its checkpoints in `out_dir` if any."""
+    if inputs is None:
+        inputs = prepare_inputs(spec, log=log, need_pretrained=trial.init == "pretrained")
+    job = build_job(spec, trial, inputs, out_dir, threads=threads)
+    timeout = spec.train.timeout_min * 60 if spec.train.timeout_min else None
+    return run_trainer(get_trainer(trial.framework), job, on_event=on_event, timeout_s=timeout)
+
+
+def detect_device() -> str:
+    """CUDA when this process can see a GPU (Ray hides GPUs a trial did not ask for)."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def trial_dir(spec: SweepSpec, trial: Trial) -> Path:
+    """Default local folder of a trial: readable name plus key, stable across runs."""
+    return spec.output_dir / "trials" / f"{trial.name}-{trial.key[:8]}"

@@ -1,0 +1,133 @@
+"""From a validated spec to the list of trials, each with its stable trial key.
+
+The trial key is the identity the whole product hangs on (DESIGN invariant 1): one key,
+one MLflow run, however often the trial is retried or resumed. It hashes the sweep name
+and everything that changes what the trial computes, and nothing that does not (paths,
+concurrency, retries), so moving a sweep folder or re-running it finds the same runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from sweeper.spec import SweepSpec
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One fine-tuning run of the grid, fully resolved."""
+
+    sweep: str
+    seed: int
+    init: str
+    framework: str
+    method: str
+    train: dict[str, Any]
+    """The resolved recipe (spec.train with this trial's grid/search values applied)."""
+    lora: dict[str, Any] | None
+    """Resolved LoRA settings; None unless method is `lora`."""
+    varied: dict[str, Any] = field(default_factory=dict)
+    """The dotted grid/search values that distinguish this trial within its group."""
+
+    @property
+    def group(self) -> str:
+        """Trials that differ only by seed form a group: `framework/init/method[+varied]`."""
+        base = f"{self.framework}/{self.init}/{self.method}"
+        extra = ",".join(f"{k}={v}" for k, v in sorted(self.varied.items()))
+        return f"{base}[{extra}]" if extra else base
+
+    @property
+    def name(self) -> str:
+        """Readable run name, e.g. `hf-pretrained-full-s1`."""
+        extra = "".join(f"-{k.split('.')[-1]}{v}" for k, v in sorted(self.varied.items()))
+        return f"{self.framework}-{self.init}-{self.method}{extra}-s{self.seed}"
+
+    def identity(self) -> dict[str, Any]:
+        """Everything the key is a hash of."""
+        return {
+            "sweep": self.sweep,
+            "seed": self.seed,
+            "init": self.init,
+            "framework": self.framework,
+            "method": self.method,
+            "train": self.train,
+            "lora": self.lora,
+        }
+
+    @property
+    def key(self) -> str:
+        canonical = json.dumps(self.identity(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A grid combination that cannot run, with the reason shown to the user."""
+
+    combination: str
+    reason: str
+
+
+def expand(spec: SweepSpec, seeds: list[int] | None = None) -> tuple[list[Trial], list[Skipped]]:
+    """Cross the grid axes into trials (deduplicated by key), in a stable order."""
+    params = spec.grid.params
+    trials: dict[str, Trial] = {}
+    skipped: dict[str, Skipped] = {}
+    axes = itertools.product(
+        spec.grid.framework,
+        spec.grid.init,
+        spec.grid.method,
+        itertools.product(*params.values()),
+        seeds if seeds is not None else spec.grid.seed,
+    )
+    for framework, init, method, values, seed in axes:
+        if framework == "fairseq" and method == "lora":
+            combo = f"framework={framework} method={method}"
+            skipped[combo] = Skipped(combo, "LoRA trials run on HF (PEFT) only")
+            continue
+        varied = dict(zip(params, values, strict=True))
+        trial = make_trial(
+            spec, seed=seed, init=init, framework=framework, method=method, varied=varied
+        )
+        trials.setdefault(trial.key, trial)
+    return list(trials.values()), list(skipped.values())
+
+
+def make_trial(
+    spec: SweepSpec,
+    *,
+    seed: int,
+    init: str,
+    framework: str,
+    method: str,
+    varied: dict[str, Any] | None = None,
+) -> Trial:
+    """Resolve one trial: apply its dotted values to the recipe and LoRA blocks."""
+    blocks = {
+        "train": spec.train.model_dump(mode="json"),
+        "lora": spec.lora.model_dump(mode="json"),
+    }
+    kept: dict[str, Any] = {}
+    for dotted, value in (varied or {}).items():
+        block, _, name = dotted.partition(".")
+        if block == "lora" and method != "lora":
+            continue  # LoRA values mean nothing to full fine-tuning: same trial, same key
+        blocks[block][name] = value
+        kept[dotted] = value
+    # Re-validate so grid/search values obey the same bounds as the YAML itself.
+    train = type(spec.train).model_validate(blocks["train"]).model_dump(mode="json")
+    lora = type(spec.lora).model_validate(blocks["lora"]).model_dump(mode="json")
+    return Trial(
+        sweep=spec.name,
+        seed=seed,
+        init=init,
+        framework=framework,
+        method=method,
+        train=train,
+        lora=lora if method == "lora" else None,
+        varied=kept,
+    )

@@ -1,0 +1,213 @@
+"""A real fairseq trial on tiny generated data, run as the sweep runs it (`run_trainer`).
+
+The data comes from the project's own preparation (`sweeper.data.prepare`) and the
+starting weights from `sweeper.models.init_checkpoint`, so this is the fairseq half of
+a demo trial at toy size. The best checkpoint is then reloaded with plain fairseq
+(`RobertaModel.from_pretrained`) and must reproduce the test accuracy and loss that the
+trial's events recorded at the best validation step.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from sweeper.spec import SweepSpec
+from sweeper.specio import load_spec
+from sweeper.trainers.base import TrialJob
+from sweeper.trainers.events import best_validation
+from sweeper.trainers.fairseq import BEST, LAST, FairseqTrainer
+from sweeper.trainers.fairseq_main import allow_fairseq_checkpoints
+from sweeper.trainers.runner import TrialResult, run_trainer
+
+pytestmark = pytest.mark.integration
+pytest.importorskip("fairseq")
+
+DEMO = Path(__file__).resolve().parents[2] / "sweeps" / "demo.yaml"
+TRAIN, VALID, TEST = 200, 40, 40  # 40 sentences: accuracies are exact at fairseq's 0.1
+BATCH, EPOCHS, LOG_INTERVAL = 8, 2, 5
+UPDATES_PER_EPOCH = TRAIN // BATCH
+
+
+def tiny_spec(root: Path) -> SweepSpec:
+    """The demo spec at toy size, everything under `root`."""
+    corpus = root / "corpus"
+    return load_spec(
+        DEMO,
+        [
+            f"output_dir={root / 'out'}",
+            f"data.dir={corpus}",
+            f"model.sentencepiece={corpus / 'sentencepiece.bpe.model'}",
+            f"model.dictionary={corpus / 'dict.txt'}",
+            f"data.generate.train_size={TRAIN}",
+            f"data.generate.valid_size={VALID}",
+            f"data.generate.test_size={TEST}",
+            "data.generate.unlabeled_size=400",
+            "data.generate.vocab_size=200",
+            "model.arch.layers=1",
+            "model.arch.embed_dim=16",
+            "model.arch.ffn_dim=32",
+            "model.arch.heads=2",
+            "model.arch.max_positions=64",
+            f"train.epochs={EPOCHS}",
+            f"train.batch_size={BATCH}",
+            "train.lr=0.002",
+        ],
+    )
+
+
+@pytest.fixture(scope="module")
+def trial(tmp_path_factory) -> tuple[TrialJob, TrialResult]:
+    from sweeper.data import prepare
+    from sweeper.models import init_checkpoint
+
+    root = tmp_path_factory.mktemp("fairseq_trial")
+    spec = tiny_spec(root)
+    prepared = prepare(spec, log=lambda _: None)
+    arch = spec.model.arch.model_copy(update={"vocab_size": prepared.vocab_size})
+    init = init_checkpoint(arch, prepared.vocab_size, 2, "random", 1, None, root / "init")
+    job = TrialJob(
+        framework="fairseq",
+        seed=1,
+        init="random",
+        method="full",
+        train=spec.train.model_dump(mode="json"),
+        lora=None,
+        arch=arch.model_dump(mode="json"),
+        num_classes=prepared.num_classes,
+        num_train=prepared.num_train,
+        fairseq_data=str(prepared.fairseq_dir),
+        hf_data=str(prepared.hf_dir),
+        init_checkpoint=str(init),
+        out_dir=str(root / "trial"),
+        extra={"log_interval": LOG_INTERVAL},
+    )
+    return job, run_trainer(FairseqTrainer(), job)
+
+
+def test_valid_and_test_are_measured_at_every_epoch(trial) -> None:
+    _, result = trial
+    epochs = {UPDATES_PER_EPOCH * k: float(k) for k in range(1, EPOCHS + 1)}
+    for split in ("valid", "test"):
+        measured = {e.step: e for e in result.events if e.split == split}
+        assert {step: e.epoch for step, e in measured.items()} == epochs
+        for event in measured.values():
+            assert event.accuracy is not None and 0.0 <= event.accuracy <= 100.0
+            assert event.loss is not None and 0.0 < event.loss < 5.0
+
+
+def test_train_events_every_log_interval(trial) -> None:
+    job, result = trial
+    train = [e for e in result.events if e.split == "train"]
+    assert [e.step for e in train] == list(range(LOG_INTERVAL, job.total_updates + 1, LOG_INTERVAL))
+    assert all(e.loss is not None and e.lr is not None and e.accuracy is None for e in train)
+    peak = max(e.lr for e in train)  # type: ignore[type-var]
+    assert peak <= job.train["lr"] and train[-1].lr == 0.0  # linear decay to 0 at the end
+
+
+def test_only_best_and_last_checkpoints_are_kept(trial) -> None:
+    job, result = trial
+    assert sorted(p.name for p in job.checkpoint_dir.iterdir()) == [BEST, LAST]
+    assert (result.checkpoints.best, result.checkpoints.last) == (
+        job.checkpoint_dir / BEST,
+        job.checkpoint_dir / LAST,
+    )
+
+
+def _load(path: Path) -> dict:
+    import torch
+
+    allow_fairseq_checkpoints()
+    return torch.load(path, map_location="cpu")
+
+
+def _checkpoint_updates(path: Path) -> int:
+    return int(_load(path)["optimizer_history"][-1]["num_updates"])
+
+
+def test_only_the_last_checkpoint_keeps_training_state(trial) -> None:
+    """Best is for evaluation (and MLflow): its Adam moments are dropped at the end."""
+    job, _ = trial
+    assert "last_optimizer_state" not in _load(job.checkpoint_dir / BEST)
+    assert _load(job.checkpoint_dir / LAST)["last_optimizer_state"] is not None
+
+
+def test_best_checkpoint_is_the_earliest_best_validation_step(trial) -> None:
+    job, result = trial
+    best, _ = best_validation(result.events)  # ties: the earliest step
+    assert _checkpoint_updates(job.checkpoint_dir / BEST) == best.step
+    assert _checkpoint_updates(job.checkpoint_dir / LAST) == job.total_updates
+
+
+def test_plain_fairseq_reproduces_the_recorded_test_accuracy(trial) -> None:
+    """`--valid-subset valid,test` evaluated test in eval mode at every validation point;
+    the stored best checkpoint, reloaded by fairseq's hub interface, must agree."""
+    import torch
+    from fairseq.models.roberta import RobertaModel
+
+    job, result = trial
+    _, recorded = best_validation(result.events)
+    assert recorded is not None
+    allow_fairseq_checkpoints()
+    model = RobertaModel.from_pretrained(
+        str(job.checkpoint_dir),
+        checkpoint_file=BEST,
+        data_name_or_path=job.fairseq_data,
+        bpe=None,  # ids are already binarized; the default (gpt2) would download files
+    )
+    model.eval()
+    model.task.load_dataset("test")
+    dataset = model.task.datasets["test"]
+    correct, nll = 0, 0.0
+    with torch.no_grad():
+        for index in range(len(dataset)):
+            item = dataset[index]
+            log_probs = model.predict("sentence_classification_head", item["net_input.src_tokens"])
+            target = int(item["target"])
+            correct += int(log_probs.argmax(-1).item() == target)
+            nll -= float(log_probs[0, target])
+    assert len(dataset) == TEST
+    assert 100.0 * correct / TEST == pytest.approx(recorded.accuracy, abs=0.01)
+    # fairseq logs the loss in bits rounded to 0.001; events carry nats
+    assert nll / TEST == pytest.approx(recorded.loss, abs=0.001 * math.log(2))
+
+
+def test_trainable_params_are_the_classifiers(trial) -> None:
+    """Every parameter the classifier uses (encoder + head, the tied LM-head weight
+    once); the unused LM head's own dense/norm/bias are not counted."""
+    from fairseq.models.roberta import RobertaModel
+
+    job, result = trial
+    allow_fairseq_checkpoints()
+    model = RobertaModel.from_pretrained(
+        str(job.checkpoint_dir), checkpoint_file=LAST, data_name_or_path=job.fairseq_data, bpe=None
+    )
+    named = model.model.named_parameters()
+    expected = sum(p.numel() for name, p in named if not name.startswith("encoder.lm_head"))
+    assert result.trainable_params == (expected, expected)
+
+
+def test_ties_keep_the_earliest_best(monkeypatch) -> None:
+    """fairseq saves checkpoint_best on `score >= best`; the launcher's wrapper passes
+    no score for a tie or a worse score, so best stays at the earliest best step."""
+    from fairseq import checkpoint_utils
+
+    from sweeper.trainers.fairseq_main import keep_earliest_best
+
+    given: list[float | None] = []
+
+    def fairseq_save_checkpoint(cfg, trainer, epoch_itr, val_loss) -> None:
+        given.append(val_loss)  # the original keeps its best on the module-level function
+        current = checkpoint_utils.save_checkpoint
+        if val_loss is not None:
+            current.best = max(val_loss, getattr(current, "best", val_loss))
+
+    monkeypatch.setattr(checkpoint_utils, "save_checkpoint", fairseq_save_checkpoint)
+    keep_earliest_best()
+    cfg = SimpleNamespace(maximize_best_checkpoint_metric=True)
+    for score in (50.0, 57.5, 57.5, 55.0, 60.0):
+        checkpoint_utils.save_checkpoint(cfg, None, None, score)
+    assert given == [50.0, 57.5, None, None, 60.0]

@@ -1,0 +1,285 @@
+"""The fairseq trainer's parent side: the command line it builds from the lab's recipe,
+and the metric events it reads off fairseq's real log lines (captured from fairseq
+0.12.3 runs of this trainer; no fairseq import needed)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from sweeper.spec import ArchConfig, TrainConfig
+from sweeper.trainers.base import TrialJob
+from sweeper.trainers.fairseq import BEST, LAST, FairseqTrainer, parse_log_line
+from sweeper.trainers.fairseq_main import _save_dir, repair_last_checkpoint
+from sweeper.trainers.registry import get_trainer
+
+LN2 = math.log(2)
+
+TRAIN_INNER = (
+    '2026-11-22 04:29:46 | INFO | train_inner | {"epoch": 1, "update": 0.111, "loss": "1.008", '
+    '"nll_loss": "0.066", "accuracy": "53", "wps": "3121.8", "ups": "25.38", "wpb": "123.1", '
+    '"bsz": "8", "num_updates": "25", "lr": "3.67647e-05", "gnorm": "2.279", "train_wall": "1", '
+    '"wall": "5"}\n'
+)
+VALID = (
+    '2026-11-22 04:29:54 | INFO | valid | {"epoch": 1, "valid_loss": "0.999", "valid_nll_loss": '
+    '"0.065", "valid_accuracy": "50.5", "valid_wps": "11410.6", "valid_wpb": "123.2", '
+    '"valid_bsz": "8", "valid_num_updates": "225"}\n'
+)
+VALID_WITH_BEST = (
+    '2026-11-22 04:30:04 | INFO | valid | {"epoch": 2, "valid_loss": "0.963", "valid_nll_loss": '
+    '"0.063", "valid_accuracy": "57.5", "valid_wps": "10049.8", "valid_wpb": "123.2", '
+    '"valid_bsz": "8", "valid_num_updates": "450", "valid_best_accuracy": "57.5"}\n'
+)
+TEST = (
+    '2026-11-22 04:29:55 | INFO | test | {"epoch": 1, "test_loss": "1", "test_nll_loss": "0.065", '
+    '"test_accuracy": "49", "test_wps": "8277.7", "test_wpb": "122.1", "test_bsz": "8", '
+    '"test_num_updates": "225"}\n'
+)
+EPOCH_AVERAGE = (
+    '2026-11-22 04:29:55 | INFO | train | {"epoch": 1, "train_loss": "1.003", "train_nll_loss": '
+    '"0.065", "train_accuracy": "50.2", "train_wps": "2870.6", "train_ups": "23.1", '
+    '"train_wpb": "124.3", "train_bsz": "8", "train_num_updates": "225", "train_lr": '
+    '"8.51466e-05", "train_gnorm": "2.528", "train_train_wall": "8", "train_wall": "14"}\n'
+)
+MASKED_LM_VALID = (
+    '2026-11-22 04:43:22 | INFO | valid | {"epoch": 1, "valid_loss": "8.397", "valid_ppl": '
+    '"337.05", "valid_wps": "55472.3", "valid_wpb": "2582.7", "valid_bsz": "46", '
+    '"valid_num_updates": "60"}\n'
+)
+PYTHON_DEFAULT_FORMAT = (
+    'INFO:valid:{"epoch": 1, "valid_loss": "0.999", "valid_nll_loss": "0.065", '
+    '"valid_accuracy": "50.5", "valid_wps": "17972.9", "valid_wpb": "123.2", "valid_bsz": "8", '
+    '"valid_num_updates": "225"}\n'
+)
+PLAIN_LINES = [
+    "2026-11-22 04:29:45 | INFO | fairseq.trainer | Loaded checkpoint /x/init.pt "
+    "(epoch 1 @ 0 updates)\n",
+    '2026-11-22 04:29:54 | INFO | fairseq_cli.train | begin validation on "valid" subset\n',
+    "  with torch.cuda.amp.autocast(enabled=(isinstance(optimizer, AMPOptimizer))):\n",
+    "2026-11-22 04:29:54 | INFO | valid | {not json\n",
+    "\n",
+]
+
+
+def make_job(tmp_path: Path, **changes) -> TrialJob:
+    """The lab's trial: 1,800 sentences, batch 8, 5 epochs, recipe defaults."""
+    train = TrainConfig().model_dump(mode="json")
+    train.update(changes.pop("train", {}))
+    arch = ArchConfig(layers=2, embed_dim=64, ffn_dim=128, heads=4, max_positions=64)
+    job = TrialJob(
+        framework="fairseq",
+        seed=1,
+        init="pretrained",
+        method="full",
+        train=train,
+        lora=None,
+        arch=arch.model_copy(update={"vocab_size": 1002}).model_dump(mode="json"),
+        num_classes=2,
+        num_train=1800,
+        fairseq_data="/data/fairseq",
+        hf_data="/data/hf",
+        init_checkpoint="/init/init-pretrained-s1.pt",
+        out_dir=str(tmp_path / "trial"),
+    )
+    return dataclasses.replace(job, **changes)
+
+
+def flag(args: list[str], name: str) -> str:
+    """The value after `name` (which must occur exactly once)."""
+    assert args.count(name) == 1, f"{name} occurs {args.count(name)} times in {args}"
+    return args[args.index(name) + 1]
+
+
+def test_registry_finds_the_fairseq_trainer() -> None:
+    assert isinstance(get_trainer("fairseq"), FairseqTrainer)
+
+
+def test_command_is_fairseq_train_through_the_launcher(tmp_path: Path) -> None:
+    command = FairseqTrainer().command(make_job(tmp_path))
+    assert command[:3] == [sys.executable, "-m", "sweeper.trainers.fairseq_main"]
+    assert command[3] == "/data/fairseq"  # fairseq-train's positional DATA
+    assert flag(command, "--task") == "sentence_prediction"
+    assert flag(command, "--criterion") == "sentence_prediction"
+
+
+def test_lab_recipe_flags(tmp_path: Path) -> None:
+    job = make_job(tmp_path)
+    args = FairseqTrainer().command(job)
+    assert job.total_updates == 1125
+    expected = {
+        "--lr": "1e-05",
+        "--warmup-updates": "68",  # 0.06 × 1,125 = 67.5, rounded half up
+        "--total-num-update": "1125",
+        "--max-update": "1125",
+        "--max-epoch": "5",
+        "--batch-size": "8",
+        "--batch-size-valid": "64",
+        "--required-batch-size-multiple": "1",
+        "--optimizer": "adam",
+        "--adam-betas": "(0.9, 0.98)",
+        "--adam-eps": "1e-06",
+        "--weight-decay": "0.1",
+        "--dropout": "0.1",
+        "--attention-dropout": "0.1",
+        "--clip-norm": "0.0",
+        "--lr-scheduler": "polynomial_decay",
+        "--num-classes": "2",
+        "--init-token": "0",
+        "--separator-token": "2",
+        "--seed": "1",
+        "--valid-subset": "valid,test",
+        "--best-checkpoint-metric": "accuracy",
+        "--save-dir": str(Path(job.out_dir) / "checkpoints"),
+        "--finetune-from-model": "/init/init-pretrained-s1.pt",
+        "--log-format": "json",
+        "--log-interval": "25",
+        "--num-workers": "0",
+    }
+    assert {name: flag(args, name) for name in expected} == expected
+    for switch in ("--maximize-best-checkpoint-metric", "--no-epoch-checkpoints", "--cpu"):
+        assert switch in args
+    for forbidden in ("--disable-validation", "--no-last-checkpoints", "--reset-optimizer"):
+        assert forbidden not in args
+
+
+def test_architecture_flags(tmp_path: Path) -> None:
+    args = FairseqTrainer().command(make_job(tmp_path))
+    assert flag(args, "--arch") == "roberta_base"
+    assert flag(args, "--encoder-layers") == "2"
+    assert flag(args, "--encoder-embed-dim") == "64"
+    assert flag(args, "--encoder-ffn-embed-dim") == "128"
+    assert flag(args, "--encoder-attention-heads") == "4"
+    assert flag(args, "--max-positions") == "64"
+    assert flag(args, "--activation-fn") == "gelu"
+
+
+@pytest.mark.parametrize(
+    ("num_train", "ratio", "total", "warmup"),
+    [(1800, 0.06, 1125, 68), (600, 0.06, 375, 23), (601, 0.06, 380, 23), (1800, 0.0, 1125, 0)],
+)
+def test_total_and_warmup_updates(tmp_path, num_train, ratio, total, warmup) -> None:
+    """Updates per epoch round up (a last partial batch is an update); warmup rounds half
+    up, the same integer the HF trainer uses."""
+    job = make_job(tmp_path, num_train=num_train, train={"warmup_ratio": ratio})
+    args = FairseqTrainer().command(job)
+    assert flag(args, "--total-num-update") == flag(args, "--max-update") == str(total)
+    assert flag(args, "--warmup-updates") == str(warmup)
+
+
+def test_linear_schedule_is_polynomial_decay(tmp_path: Path) -> None:
+    trainer = FairseqTrainer()
+    linear = trainer.command(make_job(tmp_path, train={"lr_scheduler": "linear"}))
+    polynomial = trainer.command(make_job(tmp_path, train={"lr_scheduler": "polynomial"}))
+    assert linear == polynomial
+
+
+def test_cuda_job_trains_on_the_gpu(tmp_path: Path) -> None:
+    args = FairseqTrainer().command(make_job(tmp_path, device="cuda"))
+    assert "--cpu" not in args
+    assert flag(args, "--distributed-world-size") == "1"
+
+
+def test_log_interval_follows_job_extra(tmp_path: Path) -> None:
+    args = FairseqTrainer().command(make_job(tmp_path, extra={"log_interval": 5}))
+    assert flag(args, "--log-interval") == "5"
+
+
+def test_lora_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="full fine-tuning only"):
+        FairseqTrainer().command(make_job(tmp_path, method="lora"))
+
+
+def test_train_inner_line_is_a_train_event_in_nats() -> None:
+    (event,) = FairseqTrainer().parse_line(TRAIN_INNER, 3.5)
+    assert (event.split, event.step, event.epoch) == ("train", 25, 0.111)
+    assert event.loss == pytest.approx(1.008 * LN2)
+    assert event.lr == pytest.approx(3.67647e-05)
+    assert event.accuracy is None
+    assert event.wall_time == 3.5
+
+
+def test_valid_and_test_lines_are_eval_events() -> None:
+    trainer = FairseqTrainer()
+    (valid,) = trainer.parse_line(VALID, 9.0)
+    (test,) = trainer.parse_line(TEST, 9.5)
+    assert (valid.split, valid.step, valid.epoch, valid.accuracy) == ("valid", 225, 1.0, 50.5)
+    assert valid.loss == pytest.approx(0.999 * LN2)
+    assert (test.split, test.step, test.epoch, test.accuracy) == ("test", 225, 1.0, 49.0)
+    assert test.loss == pytest.approx(LN2)
+    assert valid.lr is None and test.lr is None
+    (later,) = trainer.parse_line(VALID_WITH_BEST, 20.0)
+    assert (later.step, later.accuracy) == (450, 57.5)
+
+
+def test_python_default_log_format_is_understood() -> None:
+    (event,) = FairseqTrainer().parse_line(PYTHON_DEFAULT_FORMAT, 1.0)
+    assert (event.split, event.step, event.accuracy) == ("valid", 225, 50.5)
+
+
+def test_masked_lm_validation_has_no_accuracy() -> None:
+    (event,) = parse_log_line(MASKED_LM_VALID, 1.0)
+    assert (event.split, event.step, event.accuracy) == ("valid", 60, None)
+    assert event.loss == pytest.approx(8.397 * LN2)
+
+
+@pytest.mark.parametrize("line", [EPOCH_AVERAGE, *PLAIN_LINES])
+def test_other_lines_give_no_event(line: str) -> None:
+    assert FairseqTrainer().parse_line(line, 1.0) == []
+
+
+def test_nan_loss_reaches_the_runner_as_non_finite() -> None:
+    line = TRAIN_INNER.replace('"loss": "1.008"', '"loss": "nan"')
+    (event,) = FairseqTrainer().parse_line(line, 1.0)
+    assert not event.is_finite()
+
+
+def test_checkpoints_are_best_and_last(tmp_path: Path) -> None:
+    job = make_job(tmp_path)
+    trainer = FairseqTrainer()
+    assert trainer.checkpoints(job).best is None and trainer.checkpoints(job).last is None
+    assert trainer.trainable_params(job) is None
+    job.checkpoint_dir.mkdir(parents=True)
+    (job.checkpoint_dir / BEST).write_bytes(b"x")
+    (job.checkpoint_dir / LAST).write_bytes(b"x")
+    found = trainer.checkpoints(job)
+    assert (found.best, found.last) == (job.checkpoint_dir / BEST, job.checkpoint_dir / LAST)
+
+
+def _zip(path: Path, payload: bytes) -> None:
+    """A stand-in for a torch checkpoint: torch saves zip archives."""
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("archive/data.pkl", payload)
+
+
+def test_torn_last_checkpoint_is_restored_from_best(tmp_path: Path) -> None:
+    _zip(tmp_path / BEST, b"state at step 450")
+    (tmp_path / LAST).write_bytes((tmp_path / BEST).read_bytes()[:40])  # killed mid-copy
+    repair_last_checkpoint(tmp_path)
+    assert (tmp_path / LAST).read_bytes() == (tmp_path / BEST).read_bytes()
+
+
+def test_intact_last_checkpoint_is_left_alone(tmp_path: Path) -> None:
+    _zip(tmp_path / BEST, b"state at step 450")
+    _zip(tmp_path / LAST, b"state at step 675")
+    before = (tmp_path / LAST).read_bytes()
+    repair_last_checkpoint(tmp_path)
+    assert (tmp_path / LAST).read_bytes() == before
+    repair_last_checkpoint(tmp_path / "fresh-trial")  # nothing saved yet: nothing to do
+
+
+def test_torn_last_without_best_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / LAST).write_bytes(b"PK\x03\x04 truncated")
+    with pytest.raises(RuntimeError, match="damaged"):
+        repair_last_checkpoint(tmp_path)
+
+
+def test_save_dir_is_read_from_either_spelling() -> None:
+    assert _save_dir(["data", "--save-dir", "/a/b", "--cpu"]) == Path("/a/b")
+    assert _save_dir(["data", "--save-dir=/c"]) == Path("/c")
+    assert _save_dir(["data", "--cpu"]) is None
