@@ -1,7 +1,7 @@
 """fairseq-train as sweeper's trials run it, with the fixes this stack needs.
 
 `python -m sweeper.trainers.fairseq_main ARGS` takes exactly fairseq-train's arguments
-and applies five fixes before fairseq starts:
+and applies these fixes around fairseq's own training:
 
 1. torch >= 2.6 loads checkpoints with `weights_only=True`, and fairseq's own
    checkpoints pickle an `argparse.Namespace`: unfixed, fairseq can neither resume from
@@ -17,6 +17,8 @@ and applies five fixes before fairseq starts:
    not leave an orphan training into the checkpoint folder its retry is using.
 5. numpy 2 removed `numpy.compat`, which fairseq's `--sample-break-mode eos` (used by
    the pretraining stage) still reads `long` from.
+6. The process exits without interpreter teardown after a successful run
+   (`exit_now`): teardown sometimes aborted with SIGABRT after everything was saved.
 
 After training, checkpoint_best.pt loses its optimizer state (`drop_training_state`).
 """
@@ -149,6 +151,20 @@ def main(argv: list[str]) -> None:
     train.cli_main()
     if save_dir is not None:
         drop_training_state(save_dir / BEST)
+    exit_now()
+
+
+def exit_now() -> None:
+    """Leave without interpreter teardown once everything is saved and flushed (fix 6).
+
+    Seen in CI-like runs: after "done training" and the checkpoint writes, the process
+    sometimes aborts in teardown ("terminate called without an active exception",
+    SIGABRT) as a native worker thread is destroyed, turning a finished trial into a
+    failed one. Nothing is left to do by then, so skip the teardown.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

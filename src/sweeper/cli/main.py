@@ -1,0 +1,67 @@
+"""`sweeper` entry point: a registry of subcommands, each imported only when used.
+
+A subcommand module exposes `build_parser(parser)` and `run(args) -> int`; its
+docstring is its `--help` text, and its one-line purpose lives in COMMANDS below.
+Keeping the registry as strings means `sweeper --help` never pays for (or breaks on)
+the heavy imports of any subcommand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from sweeper import __version__
+
+# name -> (module, one-line purpose). Order is the order shown in --help.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("sweeper.cli.run", "run a sweep's trials on Ray and record them in MLflow"),
+    "summarize": ("sweeper.cli.summarize", "tables, statistics and figures from a sweep's runs"),
+    "submit": ("sweeper.cli.submit", "submit `sweeper run` to a Ray cluster as a Ray job"),
+    "ui": ("sweeper.cli.ui", "open the MLflow UI on a sweep's tracking store"),
+    "params": ("sweeper.cli.params", "exact parameter counts of the fairseq and HF models"),
+    "validate": ("sweeper.cli.validate", "check sweep files against the schema"),
+    "prepare": ("sweeper.cli.prepare", "encode and binarize a sweep's data (cached)"),
+    "trial": ("sweeper.cli.trial", "run one trial locally, without Ray or MLflow"),
+}
+
+
+def _top_parser() -> argparse.ArgumentParser:
+    lines = "\n".join(f"  {name:<10} {purpose}" for name, (_, purpose) in COMMANDS.items())
+    parser = argparse.ArgumentParser(
+        prog="sweeper",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Sweeps of NLP fine-tuning trials (seed × init × framework × method),\n"
+        "scheduled by Ray Tune, recorded in MLflow, summarised with statistics.",
+        epilog=f"commands:\n{lines}\n\n"
+        "Run `sweeper COMMAND --help` for a command's options.\n"
+        "Example: sweeper run sweeps/demo.yaml train.epochs=1 grid.seed=[1]",
+    )
+    parser.add_argument("--version", action="version", version=f"sweeper {__version__}")
+    parser.add_argument("command", nargs="?", choices=list(COMMANDS), metavar="COMMAND")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    top = _top_parser()
+    if not argv or argv[0] in {"-h", "--help"}:
+        top.print_help()
+        return 0
+    if argv[0] == "--version" or argv[0] not in COMMANDS:
+        top.parse_args(argv[:1])  # prints version, or the usage error and exits 2
+    name = argv[0]
+    module = importlib.import_module(COMMANDS[name][0])
+    parser = argparse.ArgumentParser(
+        prog=f"sweeper {name}",
+        description=module.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    module.build_parser(parser)
+    args = parser.parse_intermixed_args(argv[1:])  # overrides and options in any order
+    return int(module.run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

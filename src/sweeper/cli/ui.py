@@ -1,0 +1,181 @@
+"""Open the MLflow UI on a sweep's tracking store.
+
+For a local store (the default: a SQLite file and an artifact folder in the spec's
+output_dir) this starts `mlflow server` on that store, bound to 127.0.0.1 unless
+--host says otherwise, prints the URL of the sweep's experiment and runs until Ctrl-C.
+When the spec's tracking URI is a tracking server (http/https), that server already
+is the UI: its URL is printed and nothing is started.
+
+examples:
+  sweeper ui sweeps/demo.yaml
+  sweeper ui sweeps/demo.yaml --port 5001
+  sweeper ui sweeps/roberta.yaml --tracking-uri sqlite:////shared/runs/roberta/mlflow.db
+
+exit status: 0 after Ctrl-C (or at once for a tracking server); 1 when the UI server
+could not start (e.g. the port is taken); 2 when the sweep has no store yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from types import FrameType
+from urllib.parse import unquote, urlparse
+
+from sweeper.cli.common import add_spec_argument, fail, load_or_exit
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 5000
+START_TIMEOUT_S = 120.0
+"""mlflow server imports a lot and may migrate the schema: minutes on a loaded machine
+would be unusual, but seconds are not enough."""
+
+
+def build_parser(parser: argparse.ArgumentParser) -> None:
+    add_spec_argument(parser)
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"UI port (default {DEFAULT_PORT})"
+    )
+    parser.add_argument(
+        "--host",
+        default=DEFAULT_HOST,
+        help=f"interface to bind (default {DEFAULT_HOST}: only this machine can connect)",
+    )
+    parser.add_argument(
+        "--tracking-uri", metavar="URI", help="MLflow tracking URI (default: the spec's)"
+    )
+
+
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of a `sqlite:` URI, None for any other kind of store.
+
+    SQLAlchemy's form: `sqlite:///rel/path` is relative, `sqlite:////abs/path`
+    absolute; the URL path minus its first slash is the file path either way."""
+    parsed = urlparse(uri)
+    if parsed.scheme != "sqlite" or len(parsed.path) < 2:
+        return None
+    return Path(unquote(parsed.path[1:]))
+
+
+def experiment_url(base: str, experiment_id: str | None) -> str:
+    """The UI page of one experiment (MLflow's UI routes with a hash fragment)."""
+    base = base.rstrip("/")
+    return f"{base}/#/experiments/{experiment_id}" if experiment_id else base
+
+
+def server_command(uri: str, artifacts: Path, host: str, port: int) -> list[str]:
+    """`mlflow server` on the sweep's store, run with this interpreter so the UI matches
+    the MLflow version that wrote the store. One worker: this is a personal viewer."""
+    return [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "server",
+        "--backend-store-uri",
+        uri,
+        "--default-artifact-root",
+        artifacts.resolve().as_uri(),
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+    ]
+
+
+def run(args: argparse.Namespace) -> int:
+    from sweeper.tracking import artifact_root, experiment_name, tracking_uri
+    from sweeper.tracking.server import is_server
+
+    spec = load_or_exit(args.spec, args.overrides)
+    uri = args.tracking_uri or tracking_uri(spec)
+    name = experiment_name(spec)
+    if is_server(uri):
+        print(f"sweep {spec.name!r} is tracked by a server; its UI: {uri} (experiment {name!r})")
+        return 0
+    db = sqlite_path(uri)
+    if db is not None and not db.is_file():
+        fail(f"no runs yet: run `sweeper run {args.spec}` first (no store at {db})")
+    experiment_id = _experiment_id(uri, name)
+    base = f"http://{_url_host(args.host)}:{args.port}"
+    url = experiment_url(base, experiment_id)
+    if experiment_id is None:
+        print(f"note: the store {uri} has no experiment {name!r} yet", file=sys.stderr)
+    return _serve(server_command(uri, artifact_root(spec), args.host, args.port), base, url)
+
+
+def _experiment_id(uri: str, name: str) -> str | None:
+    """The sweep's experiment id in the store, None when the experiment is absent."""
+    import logging
+
+    from mlflow import MlflowClient
+
+    for noisy in ("alembic", "mlflow.store.db.utils"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    found = MlflowClient(uri).get_experiment_by_name(name)
+    return found.experiment_id if found is not None else None
+
+
+def _url_host(host: str) -> str:
+    """A host to put in a URL: a wildcard bind is reached through loopback."""
+    if host in {"0.0.0.0", "::", ""}:
+        return "127.0.0.1"
+    return f"[{host}]" if ":" in host else host
+
+
+def _serve(command: list[str], base: str, url: str) -> int:
+    """Start the server, print the URL once it answers, wait; stop it on Ctrl-C or
+    SIGTERM so that no orphaned server keeps the port."""
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    server = subprocess.Popen(command)
+    try:
+        if not _wait_ready(server, base):
+            print(
+                f"error: the MLflow UI server did not start (exit {server.returncode}); "
+                "is the port taken? try --port",
+                file=sys.stderr,
+            )
+            return 1
+        print(f"MLflow UI: {url}  (Ctrl-C to stop)", flush=True)
+        server.wait()
+        return 0 if server.returncode in (0, -signal.SIGINT, -signal.SIGTERM) else 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        _stop(server)
+
+
+def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def _wait_ready(server: subprocess.Popen[bytes], base: str) -> bool:
+    """True once `/health` answers; False if the server exits or takes too long."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            return False
+        try:
+            with urllib.request.urlopen(f"{base}/health", timeout=2):
+                return True
+        except (urllib.error.URLError, OSError):
+            time.sleep(0.5)
+    return False
+
+
+def _stop(server: subprocess.Popen[bytes]) -> None:
+    if server.poll() is None:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()

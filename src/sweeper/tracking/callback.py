@@ -1,0 +1,118 @@
+"""The Tune callback through which the driver records every trial's fate.
+
+It translates Tune's events (start, result, recover, complete, error) into calls on
+the Recorder (MLflow) and the Progress view. Deliberately not Ray's
+`MLflowLoggerCallback`: that one opens a new MLflow run each time a trial is restored,
+which would break "one trial key, one run"; here the run of each key was fixed before
+Tune started.
+
+This module imports Ray at the top; only `sweeper.cli.run` imports it, inside `run()`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ray.tune import Callback
+
+from sweeper.progress import Progress
+from sweeper.tracking.recorder import Recorder
+from sweeper.trainers.runner import TrainerError
+from sweeper.tune import CONFIG_KEY, FINAL
+
+ERROR_LINES = 60
+
+
+class TrackingCallback(Callback):
+    """Driver-side writer of trial statuses, metrics and errors."""
+
+    def __init__(self, recorder: Recorder, progress: Progress):
+        self.recorder = recorder
+        self.progress = progress
+        self.ended: set[str] = set()
+        """Keys whose run was closed (finished or failed) in this invocation."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Tune pickles its callbacks into the experiment state (for `Tuner.restore`,
+        which sweeper does not use: MLflow is the state a resume starts from). The live
+        MLflow client and terminal are not picklable, and not state: leave them out."""
+        return {"ended": set(self.ended)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.recorder, self.progress, self.ended = None, None, state["ended"]  # type: ignore[assignment]
+
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        key = trial.config[CONFIG_KEY]
+        self.recorder.started(key, trial.trial_id)
+        self.progress.started(key, attempt=trial.num_failures)
+
+    def on_trial_result(
+        self, iteration: int, trials: list, trial: Any, result: dict, **info: Any
+    ) -> None:
+        key = trial.config[CONFIG_KEY]
+        self.recorder.result(key, result)
+        if not result.get(FINAL):
+            self.progress.result(key, result)
+
+    def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        key = trial.config[CONFIG_KEY]
+        self.progress.retrying(key, trial.num_failures, first_line(error_text(trial)))
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        key = trial.config[CONFIG_KEY]
+        self.recorder.finished(key)
+        self.ended.add(key)
+        self.progress.finished(key)
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        key = trial.config[CONFIG_KEY]
+        text = error_text(trial)
+        self.recorder.failed(key, text)
+        self.ended.add(key)
+        self.progress.failed(key, first_line(text))
+
+
+def error_text(trial: Any) -> str:
+    """Why a trial failed, first line first: a TrainerError's reason and trainer-log
+    tail, else the exception and the end of the traceback Tune stored."""
+    error = _latest_error(trial)
+    cause = getattr(error, "cause", error)
+    if isinstance(cause, TrainerError):
+        if not cause.tail:
+            return cause.reason
+        return cause.reason + "\n--- last log lines ---\n" + "\n".join(cause.tail)
+    lines = _error_trace(trial).strip().splitlines()[-ERROR_LINES:]
+    head = f"{type(cause).__name__}: {cause}".splitlines()[0] if cause is not None else ""
+    text = "\n".join([head, *lines]).strip()
+    return text or "trial failed (Ray stored no error text)"
+
+
+def _latest_error(trial: Any) -> BaseException | None:
+    """The trial's latest exception, from the driver-side file Tune writes *before*
+    calling back (`trial.get_pickled_error()` reads the synced copy in storage, which
+    may not exist yet when the callback runs)."""
+    from ray import cloudpickle
+
+    path = getattr(trial, "pickled_error_file", None)
+    try:
+        if path and Path(path).is_file():
+            return cloudpickle.loads(Path(path).read_bytes())
+        return trial.get_pickled_error()
+    except Exception:  # unpicklable or unreadable: the text trace still says enough
+        return None
+
+
+def _error_trace(trial: Any) -> str:
+    """The error text file Tune appends every failure to (local copy first)."""
+    path = getattr(trial, "error_file", None)
+    try:
+        if path and Path(path).is_file():
+            return Path(path).read_text(encoding="utf-8", errors="replace")
+        return trial.get_error() or ""
+    except Exception:
+        return ""
+
+
+def first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""

@@ -1,0 +1,118 @@
+"""The sweep's parent run: what was run (spec), with what (code, packages, cluster).
+
+A result is only as good as the record of how it was produced, so the parent run
+carries the spec as written and as resolved, the git commit of the spec's repository,
+the versions of the packages that compute the numbers, and the Ray cluster the trials
+ran on. These are tags rather than params: a `--resume` after upgrading a package must
+be able to update them, and MLflow refuses to change a param's value.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sweeper import layout
+from sweeper.spec import SweepSpec
+from sweeper.tracking.runs import role_filter, search_all
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+
+TAG_GIT_COMMIT = "sweeper.git_commit"
+TAG_GIT_DIRTY = "sweeper.git_dirty"
+TAG_VERSION_PREFIX = "sweeper.version."
+TAG_RAY_RESOURCES = "sweeper.ray_resources"
+TAG_RAY_ADDRESS = "sweeper.ray_address"
+TAG_TRIALS = "sweeper.trials"
+PACKAGES = {
+    "sweeper": ("sweeper",),
+    "torch": ("torch",),
+    "fairseq": ("fairseq-fixed", "fairseq"),
+    "transformers": ("transformers",),
+    "ray": ("ray",),
+    "mlflow": ("mlflow",),
+    "peft": ("peft",),
+}
+
+
+def open_sweep_run(client: MlflowClient, experiment_id: str, spec: SweepSpec) -> str:
+    """The sweep's parent run: the latest existing one (a resume), else a new one."""
+    existing = search_all(client, experiment_id, role_filter(layout.ROLE_SWEEP, spec.name))
+    if existing:
+        run_id = existing[-1].info.run_id
+        client.update_run(run_id, status="RUNNING")
+        return run_id
+    tags = {layout.TAG_ROLE: layout.ROLE_SWEEP, layout.TAG_SWEEP: spec.name}
+    return client.create_run(experiment_id, tags=tags, run_name=spec.name).info.run_id
+
+
+def record_sweep(
+    client: MlflowClient, run_id: str, spec: SweepSpec, spec_file: Path, trials: int
+) -> None:
+    """Spec artifacts and provenance tags on the parent run."""
+    from mlflow.utils.mlflow_tags import MLFLOW_GIT_COMMIT
+
+    client.log_text(run_id, spec_file.read_text(encoding="utf-8"), layout.ARTIFACT_SPEC)
+    resolved = json.dumps(spec.model_dump(mode="json"), indent=2, sort_keys=True)
+    client.log_text(run_id, resolved, layout.ARTIFACT_RESOLVED_SPEC)
+    tags = {TAG_TRIALS: str(trials)}
+    tags.update(
+        {TAG_VERSION_PREFIX + name: version for name, version in package_versions().items()}
+    )
+    commit, dirty = git_state(spec_file.resolve().parent)
+    if commit:
+        tags.update({TAG_GIT_COMMIT: commit, MLFLOW_GIT_COMMIT: commit, TAG_GIT_DIRTY: str(dirty)})
+    for key, value in tags.items():
+        client.set_tag(run_id, key, value)
+
+
+def record_cluster(
+    client: MlflowClient, run_id: str, resources: dict[str, Any], address: str
+) -> None:
+    """The Ray cluster the trials ran on: its total resources and how it was reached."""
+    shown = {k: v for k, v in sorted(resources.items()) if not k.startswith("node:")}
+    shown["nodes"] = sum(1 for k in resources if k.startswith("node:") and "internal" not in k)
+    client.set_tag(run_id, TAG_RAY_RESOURCES, json.dumps(shown, sort_keys=True))
+    client.set_tag(run_id, TAG_RAY_ADDRESS, address)
+
+
+def package_versions() -> dict[str, str]:
+    """Installed version of each package that shapes the results ('absent' if none)."""
+    versions: dict[str, str] = {}
+    for name, dists in PACKAGES.items():
+        versions[name] = "absent"
+        for dist in dists:
+            try:
+                versions[name] = metadata.version(dist)
+                break
+            except metadata.PackageNotFoundError:
+                continue
+    return versions
+
+
+def git_state(folder: Path) -> tuple[str | None, bool]:
+    """(HEAD commit, has uncommitted changes) of the repository holding `folder`;
+    (None, False) outside a repository or without git. Read-only git commands only."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(folder), "rev-parse", "--verify", "HEAD"],
+            capture_output=True, text=True, timeout=10, check=False,
+        )  # fmt: skip
+        if head.returncode != 0:
+            return None, False
+        status = subprocess.run(
+            ["git", "-C", str(folder), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=10, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return None, False
+    return head.stdout.strip(), bool(status.stdout.strip())
+
+
+def close_sweep_run(client: MlflowClient, run_id: str, failed: bool) -> None:
+    """FINISHED when every trial finished, FAILED when any did not."""
+    client.set_terminated(run_id, status="FAILED" if failed else "FINISHED")

@@ -1,0 +1,310 @@
+"""Spec -> Ray Tune Tuner, and the trainable every Ray trial runs.
+
+The grid is a `tune.grid_search` over trial keys: Ray schedules *which* trial runs
+where and retries it, while what a trial computes stays entirely in
+`sweeper.trainers.trial.run_trial`, the function `sweeper trial` calls too. A trial's
+folder (`trial_dir`) is a function of its key, so a Ray retry, or a resumed sweep,
+restarts the trainer where its own last checkpoint left off; Tune checkpoints are not
+used at all.
+
+A trial talks to MLflow only to upload its artifacts; its metrics travel in Tune
+reports to the driver, which records them (`sweeper.tracking.recorder`). Each report
+carries the metric points since the previous one as `[step, key, value]` triples, so
+train-loss points logged between validations reach MLflow through the same channel.
+
+Ray is imported inside the functions: `sweeper --help` must not load it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sweeper import layout
+from sweeper.spec import SweepSpec
+from sweeper.trainers.events import MetricEvent, read_events
+from sweeper.trainers.runner import TrialResult
+from sweeper.trainers.trial import SweepInputs
+from sweeper.trials import Trial
+
+CONFIG_KEY = "trial_key"
+"""The one entry of a Ray trial's config: which sweep trial it is."""
+FINAL = "sweeper_final"
+"""Marks a trial's last report (artifacts uploaded, parameter counts known)."""
+POINTS = "points"
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """The MLflow run a trial belongs to, as the trial needs it."""
+
+    run_id: str
+    artifact_uri: str
+
+
+@dataclass(frozen=True)
+class TrialContext:
+    """Everything a Ray trial needs, shipped once through `tune.with_parameters`."""
+
+    spec: SweepSpec
+    trials: dict[str, Trial]
+    inputs: SweepInputs
+    runs: dict[str, RunRef]
+    tracking_uri: str
+    threads: int
+
+
+def event_points(event: MetricEvent) -> list[list[Any]]:
+    """The MLflow metric points (`[step, key, value]`) one metric event stands for.
+
+    Epoch and wall time are logged at validation points, where the summariser reads
+    them (best epoch, trial wall time); train events give the loss and learning rate.
+    """
+    names = {
+        "train": ((layout.METRIC_TRAIN_LOSS, event.loss), (layout.METRIC_LR, event.lr)),
+        "valid": (
+            (layout.METRIC_VALID_LOSS, event.loss),
+            (layout.METRIC_VALID_ACC, event.accuracy),
+            (layout.METRIC_EPOCH, event.epoch),
+            (layout.METRIC_WALL_TIME, event.wall_time),
+        ),
+        "test": ((layout.METRIC_TEST_LOSS, event.loss), (layout.METRIC_TEST_ACC, event.accuracy)),
+    }[event.split]
+    return [[event.step, key, value] for key, value in names if value is not None]
+
+
+class Reporter:
+    """Turns a trainer's event stream into Tune reports: one per validation point, sent
+    once both its valid and test events have arrived, plus a final one.
+
+    A restarted trial first `replay`s the events its folder already holds: whatever
+    the driver may have missed (it was killed, or the trainer ran on after the sweep
+    was stopped) reaches MLflow that way, and the driver drops what it has. Events the
+    resumed trainer then re-emits for steps already replayed are not sent twice.
+    """
+
+    def __init__(self, report: Callable[[dict[str, Any]], None], node: str):
+        self._report = report
+        self._node = node
+        self._points: list[list[Any]] = []
+        self._evals: dict[int, dict[str, MetricEvent]] = {}
+        self._replayed: dict[str, int] = {}
+        self.last_step = 0
+
+    def replay(self, events: Sequence[MetricEvent]) -> None:
+        """Send a trial's earlier events (from its events file), in step order."""
+        for event in events:
+            self.on_event(event)
+        self._replayed = {split: -1 for split in ("train", "valid", "test")}
+        for event in events:
+            self._replayed[event.split] = max(self._replayed[event.split], event.step)
+        self.flush()
+
+    def on_event(self, event: MetricEvent) -> None:
+        if event.step <= self._replayed.get(event.split, -1):
+            return
+        self._points.extend(event_points(event))
+        self.last_step = max(self.last_step, event.step)
+        if event.split == "train":
+            return
+        pair = self._evals.setdefault(event.step, {})
+        pair[event.split] = event
+        if "valid" in pair and "test" in pair:
+            del self._evals[event.step]
+            valid, test = pair["valid"], pair["test"]
+            self._send(
+                {
+                    "step": event.step,
+                    "epoch": valid.epoch,
+                    "valid_accuracy": valid.accuracy,
+                    "valid_loss": valid.loss,
+                    "test_accuracy": test.accuracy,
+                    "test_loss": test.loss,
+                    "wall_time": max(valid.wall_time, test.wall_time),
+                }
+            )
+
+    def flush(self) -> None:
+        """Send points not reported yet (a trial about to fail keeps its last losses)."""
+        if self._points:
+            self._send({"step": self.last_step})
+
+    def finish(self, result: TrialResult) -> None:
+        """The last report: remaining points, parameter counts, the trial's wall time."""
+        counts = result.trainable_params or (None, None)
+        self._send(
+            {
+                FINAL: True,
+                "step": self.last_step,
+                "wall_time": result.wall_time,
+                "trainable_params": counts[0],
+                "total_params": counts[1],
+            }
+        )
+
+    def _send(self, metrics: dict[str, Any]) -> None:
+        metrics.update({POINTS: self._points, "node": self._node})
+        self._points = []
+        self._report(metrics)
+
+
+def node_name() -> str:
+    """`hostname (ip, node id)` of the node running this trial, for the run's node tag.
+    The Ray node id tells apart nodes that share a host name and address."""
+    import socket
+
+    import ray
+
+    node_id = ray.get_runtime_context().get_node_id()[:12]
+    return f"{socket.gethostname()} ({ray.util.get_node_ip_address()}, {node_id})"
+
+
+def run_ray_trial(config: dict[str, Any], ctx: TrialContext) -> None:
+    """The Ray trainable: run the trial (resuming from its folder), upload, report.
+
+    A TrainerError propagates, so Ray retries the trial up to `spec.retries` times;
+    the trial's log and events are uploaded first (best effort) so a failed run still
+    shows what happened. A failed artifact upload after training fails the trial.
+    """
+    from ray import tune
+
+    from sweeper.tracking.artifacts import upload_logs, upload_trial
+    from sweeper.trainers.trial import run_trial, trial_dir
+
+    key = config[CONFIG_KEY]
+    trial, ref = ctx.trials[key], ctx.runs[key]
+    out = trial_dir(ctx.spec, trial)
+    reporter = Reporter(tune.report, node=node_name())
+    reporter.replay(read_events(out / layout.EVENTS_FILE))
+    try:
+        result = run_trial(
+            ctx.spec,
+            trial,
+            out,
+            inputs=ctx.inputs,
+            threads=ctx.threads,
+            on_event=reporter.on_event,
+            log=lambda _: None,
+        )
+    except Exception:
+        _keep_what_happened(reporter, lambda: upload_logs(out, ref.artifact_uri, ctx.tracking_uri))
+        raise
+    upload_trial(result, ref.artifact_uri, ctx.tracking_uri)
+    reporter.finish(result)
+
+
+def _keep_what_happened(reporter: Reporter, upload: Callable[[], object]) -> None:
+    """Best effort, for a failing trial: report its last points, upload its log. Either
+    may fail too (the Tune session may be gone); the trainer's error is the one that
+    must reach the driver, so these failures are only logged."""
+    for step in (reporter.flush, upload):
+        try:
+            step()
+        except Exception as exc:
+            logging.getLogger(__name__).warning("after a trial failure: %s", exc)
+
+
+class TrialNames:
+    """Tune trial names and folders named like the sweep's trials (picklable)."""
+
+    def __init__(self, names: dict[str, str]):
+        self.names = names
+
+    def __call__(self, trial: Any) -> str:
+        return self.names.get(trial.config.get(CONFIG_KEY), trial.trial_id)
+
+
+def build_tuner(
+    ctx: TrialContext,
+    keys: Sequence[str],
+    *,
+    max_concurrent: int | None,
+    callbacks: Sequence[Any],
+    name: str,
+) -> Any:
+    """The Tuner running `keys`: grid over keys, per-trial resources, retries."""
+    from ray import tune
+
+    spec = ctx.spec
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # verbose=0 then prints nothing
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")  # MLflow is the record
+    resources = {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu}
+    trainable = tune.with_resources(tune.with_parameters(run_ray_trial, ctx=ctx), resources)
+    names = TrialNames({key: f"{ctx.trials[key].name}-{key[:8]}" for key in keys})
+    return tune.Tuner(
+        trainable,
+        param_space={CONFIG_KEY: tune.grid_search(list(keys))},
+        tune_config=tune.TuneConfig(
+            max_concurrent_trials=max_concurrent,
+            reuse_actors=False,
+            trial_name_creator=names,
+            trial_dirname_creator=names,
+        ),
+        run_config=tune.RunConfig(
+            name=name,
+            storage_path=str(Path(spec.output_dir).resolve() / "ray"),
+            verbose=0,
+            callbacks=list(callbacks),
+            failure_config=tune.FailureConfig(max_failures=spec.retries),
+        ),
+    )
+
+
+def keep_ray_on_loopback() -> None:
+    """Make an embedded Ray stay on 127.0.0.1.
+
+    Ray rewrites a node address of 127.0.0.1 to the machine's outward address
+    (`resolve_ip_for_localhost`) unless its multi-node support is off, in which case it
+    uses the loopback address. A single-machine sweep needs no other node, so it turns
+    that support off: set before Ray is imported (its constant is read at import, and
+    Ray's worker processes inherit the environment), and on the constant in case
+    something imported Ray already.
+    """
+    import sys
+
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    constants = sys.modules.get("ray._private.ray_constants")
+    if constants is not None:
+        constants.ENABLE_RAY_CLUSTER = False
+
+
+def start_ray(address: str | None, log_file: Path) -> bool:
+    """Connect to the cluster at `address` (or $RAY_ADDRESS), else start Ray on this
+    machine bound to 127.0.0.1 with all its cores. Ray's own log lines go to
+    `log_file`, not the terminal. Returns True when Ray was started here (embedded)."""
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    if not address:
+        keep_ray_on_loopback()
+    import ray
+
+    quiet = {"log_to_driver": False, "logging_level": logging.ERROR}
+    if address:
+        ray.init(address=address, **quiet)
+    else:
+        ray.init(
+            address="local",  # a new instance, never a `ray start` cluster found on disk
+            _node_ip_address="127.0.0.1",
+            include_dashboard=False,
+            num_cpus=len(os.sched_getaffinity(0)),
+            **quiet,
+        )
+    route_ray_logs(log_file)
+    return not address
+
+
+def route_ray_logs(log_file: Path) -> None:
+    """Send the `ray` loggers (Tune's tracebacks, warnings) to a file: the progress view
+    reports every trial's fate, and the full text stays available there."""
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(log_file, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger("ray")
+    for old in list(logger.handlers):
+        logger.removeHandler(old)
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False

@@ -1,0 +1,314 @@
+"""Real Ray clusters and MLflow servers on 127.0.0.1 for the cluster tests.
+
+Every process is started here with `--block` (Ray) or in the foreground (MLflow) as a
+child in its own process group, and stopped by that group at teardown. `ray stop` is
+never used: it would kill every Ray process on the machine, other people's included.
+Ray's daemons are found a second way too, through the cluster's own temp dir named on
+their command lines, so a daemon that left the group is still stopped.
+
+Ports are chosen free at start and every listening port Ray would otherwise default
+(client server, dashboard agent, worker range) is set, so parallel runs don't collide.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+RAY = str(BIN / "ray")
+SWEEPER = str(BIN / "sweeper")
+HOST = "127.0.0.1"
+# Ray rewrites a node address of exactly 127.0.0.1 to the machine's outward address
+# (`resolve_ip_for_localhost`), so nodes take other loopback addresses: the head
+# 127.0.0.2, worker k 127.0.0.(2+k). Traffic stays in 127.0.0.0/8 and each node of the
+# one-machine cluster has an address of its own, as on a real cluster.
+HEAD_IP = "127.0.0.2"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return sock.getsockname()[1]
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This environment without pointers to other clusters or stores, with this
+    interpreter's bin first on PATH (Ray jobs then find `sweeper` there)."""
+    drop = {"RAY_ADDRESS", "RAY_API_SERVER_ADDRESS", "MLFLOW_TRACKING_URI", "SWEEPER_DUMMY_EXTRA"}
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    env["RAY_USAGE_STATS_ENABLED"] = "0"
+    env.update(extra)
+    return env
+
+
+def _node_ports() -> list[str]:
+    """Ports of one node's own listeners: dedicated so two nodes on one host (or two
+    test runs) never ask for the same one."""
+    low = random.randrange(20000, 60000 - 400, 200)
+    return [
+        "--node-manager-port", str(free_port()),
+        "--object-manager-port", str(free_port()),
+        "--dashboard-agent-listen-port", str(free_port()),
+        "--dashboard-agent-grpc-port", str(free_port()),
+        "--runtime-env-agent-port", str(free_port()),
+        "--metrics-export-port", str(free_port()),
+        "--min-worker-port", str(low),
+        "--max-worker-port", str(low + 199),
+    ]  # fmt: skip
+
+
+def ray_env(**extra: str) -> dict[str, str]:
+    """clean_env() plus this test cluster's own token authentication.
+
+    Ray 2.5x turns token authentication on for a head by itself when
+    `~/.ray/auth_token` exists, but a joining `ray start --address` does not, and then
+    fails to join; and the dashboard answers 401 to clients without the token. So the
+    mode is never left to machine state: every process of a test cluster, and every
+    client the test runs against it, gets RAY_AUTH_MODE=token and a fresh token.
+    """
+    return clean_env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32), **extra)
+
+
+def get(url: str, headers: dict[str, str] | None = None, timeout: float = 5) -> bytes:
+    request = urllib.request.Request(url, headers=headers or {})
+    with urllib.request.urlopen(request, timeout=timeout) as answer:
+        return answer.read()
+
+
+def wait_http(
+    url: str,
+    timeout: float,
+    proc: subprocess.Popen[bytes] | None = None,
+    headers: dict[str, str] | None = None,
+) -> None:
+    """Wait until `url` answers 200; fail early if `proc` (the server) exits."""
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"server exited ({proc.returncode}) before {url} answered")
+        try:
+            request = urllib.request.Request(url, headers=headers or {})
+            with urllib.request.urlopen(request, timeout=3) as answer:
+                if answer.status == 200:
+                    return
+        except (urllib.error.URLError, OSError) as exc:
+            last = str(exc)
+        time.sleep(0.5)
+    raise TimeoutError(f"{url} did not answer within {timeout:.0f}s: {last}")
+
+
+def _kill(proc: subprocess.Popen[bytes], marker: str | None = None) -> None:
+    """SIGTERM then SIGKILL the process group of `proc`, and any process whose command
+    line names `marker` (this cluster's private temp dir)."""
+    pids = [proc.pid]
+    if marker:
+        pids += _pids_naming(marker)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        if sig == signal.SIGTERM:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=10)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=10)
+
+
+def _pids_naming(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        with contextlib.suppress(OSError):
+            if marker.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+    return found
+
+
+@dataclass
+class RayCluster:
+    """A head (and optional workers) started with `ray start --block`."""
+
+    gcs_port: int
+    dashboard_port: int
+    temp_dir: str
+    log_dir: Path
+    env: dict[str, str]
+    """for every process of the cluster and every client of it (token included)"""
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    @property
+    def address(self) -> str:
+        """For `sweeper run --address` / `ray.init`."""
+        return f"{HEAD_IP}:{self.gcs_port}"
+
+    @property
+    def dashboard(self) -> str:
+        """For `ray job submit --address` / `sweeper submit --address`."""
+        return f"http://{HOST}:{self.dashboard_port}"
+
+    def _start(self, name: str, args: list[str]) -> None:
+        log = open(self.log_dir / f"{name}.log", "wb")  # noqa: SIM115 (lives with proc)
+        proc = subprocess.Popen(
+            [RAY, "start", "--block", *args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=self.env,
+            start_new_session=True,
+        )
+        log.close()
+        self.procs.append(proc)
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.env['RAY_AUTH_TOKEN']}"}
+
+    def add_worker(self, num_cpus: int, timeout: float = 90) -> None:
+        """Start one more node and wait until the cluster counts it alive."""
+        expected = len(self.procs) + 1
+        self._start(
+            f"worker{expected - 1}",
+            [
+                "--address", self.address,
+                "--node-ip-address", f"127.0.0.{2 + expected - 1}",
+                "--num-cpus", str(num_cpus),
+                "--temp-dir", self.temp_dir,
+                *_node_ports(),
+            ],
+        )  # fmt: skip
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.procs[-1].poll() is not None:
+                raise RuntimeError(f"worker exited: {self.logs()}")
+            if len(self.alive_nodes()) >= expected:
+                return
+            time.sleep(1)
+        raise TimeoutError(f"worker did not join within {timeout}s: {self.logs()}")
+
+    def alive_nodes(self) -> list[dict[str, object]]:
+        """The cluster's ALIVE nodes, from the dashboard's state API."""
+        url = f"{self.dashboard}/api/v0/nodes?limit=100"
+        try:
+            body = json.loads(get(url, self.headers()))
+        except (urllib.error.URLError, OSError, ValueError):
+            return []
+        nodes = body.get("data", {}).get("result", {}).get("result", [])
+        return [n for n in nodes if n.get("state") == "ALIVE"]
+
+    def logs(self) -> str:
+        """The tail of every node's `ray start` output, for failure messages."""
+        parts = []
+        for path in sorted(self.log_dir.glob("*.log")):
+            parts.append(f"--- {path.name}\n{path.read_text(errors='replace')[-2000:]}")
+        return "\n".join(parts)
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            _kill(proc, self.temp_dir)
+        for pid in _pids_naming(self.temp_dir):  # anything the groups did not hold
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def ray_cluster(
+    log_dir: Path, head_cpus: int, timeout: float = 120, **env: str
+) -> Iterator[RayCluster]:
+    """A running head on 127.0.0.1 (job server included); torn down on exit. `env`
+    adds variables to every node's environment (Ray workers inherit it)."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    # Ray's socket paths live under the temp dir and must stay short (AF_UNIX limit).
+    temp_dir = tempfile.mkdtemp(prefix="swr-", dir="/tmp")
+    cluster = RayCluster(free_port(), free_port(), temp_dir, log_dir, ray_env(**env))
+    try:
+        cluster._start(
+            "head",
+            [
+                "--head",
+                "--node-ip-address", HEAD_IP,
+                "--port", str(cluster.gcs_port),
+                "--dashboard-host", HOST,
+                "--dashboard-port", str(cluster.dashboard_port),
+                "--ray-client-server-port", str(free_port()),
+                "--num-cpus", str(head_cpus),
+                "--num-gpus", "0",
+                "--temp-dir", temp_dir,
+                "--disable-usage-stats",
+                *_node_ports(),
+            ],
+        )  # fmt: skip
+        wait_http(f"{cluster.dashboard}/api/version", timeout, cluster.procs[0], cluster.headers())
+        deadline = time.monotonic() + timeout
+        while not cluster.alive_nodes():  # the job server needs the head node registered
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"head node not alive: {cluster.logs()}")
+            time.sleep(0.5)
+        yield cluster
+    except BaseException:
+        print(cluster.logs(), file=sys.stderr)
+        raise
+    finally:
+        cluster.stop()
+
+
+@dataclass
+class MlflowServer:
+    port: int
+    proc: subprocess.Popen[bytes]
+
+    @property
+    def uri(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+
+@contextlib.contextmanager
+def mlflow_server(root: Path, timeout: float = 120) -> Iterator[MlflowServer]:
+    """`mlflow server` on 127.0.0.1 with a SQLite backend and a proxied artifact folder
+    under `root`, as a tracking server on a cluster would be (minus the database)."""
+    root.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    log = open(root / "server.log", "wb")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [
+            sys.executable, "-m", "mlflow", "server",
+            "--host", HOST,
+            "--port", str(port),
+            "--workers", "1",
+            "--backend-store-uri", f"sqlite:///{root / 'server.db'}",
+            "--artifacts-destination", str(root / "artifacts"),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=clean_env(),
+        start_new_session=True,
+    )  # fmt: skip
+    log.close()
+    server = MlflowServer(port, proc)
+    try:
+        wait_http(f"{server.uri}/health", timeout, proc)
+        yield server
+    except BaseException:
+        print((root / "server.log").read_text(errors="replace")[-3000:], file=sys.stderr)
+        raise
+    finally:
+        _kill(proc)

@@ -1,0 +1,67 @@
+"""Retries and failures in a real sweep (dummy trainer, faults injected per trial).
+
+Three trials, `retries: 1`: s1 runs clean; s2 crashes once at step 15 (after its
+step-10 checkpoint) and is retried from that checkpoint; s3 crashes every time and
+fails past its retries. The sweep goes on, exits 1, and MLflow holds exactly one run
+per key: s1 and s2 FINISHED with every metric step logged once, s3 FAILED with the
+trainer's error tail as tag and as error.txt.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sweep_support import artifacts, client_for, history, new_sweep, run_sweeper, runs_by_role
+
+from sweeper import layout
+
+pytestmark = pytest.mark.integration
+
+
+def test_retry_from_checkpoint_and_failure_past_retries(tmp_path, tmp_path_factory):
+    spec, out = new_sweep(tmp_path, tmp_path_factory, "faults", grid={"seed": [1, 2, 3]})
+    marker = tmp_path / "s2-crashed-once"
+    extra = {
+        "random-full-s2": {"fail_at_step": 15, "fail_once_marker": str(marker)},
+        "random-full-s3": {"fail_at_step": 15},
+    }
+    done = run_sweeper("run", spec, extra=extra)
+
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert marker.exists()
+    assert "dummy-random-full-s2: failed (attempt 1), retrying" in done.stdout
+    assert "dummy-random-full-s3: FAILED: dummy trainer exited with code 3" in done.stdout
+    assert "1 trial(s) did not finish: dummy-random-full-s3" in done.stderr
+    assert "2 trials counted" in done.stdout  # the summary still comes
+
+    _, trials = runs_by_role(out, "faults")
+    by_seed = {int(r.data.tags[layout.TAG_SEED]): r for r in trials}
+    assert sorted(by_seed) == [1, 2, 3] and len(trials) == 3  # one run per key, retry included
+
+    for seed in (1, 2):
+        run = by_seed[seed]
+        assert run.info.status == "FINISHED"
+        assert run.data.tags[layout.TAG_STATUS] == layout.STATUS_FINISHED
+        # every step exactly once, although s2's trainer re-emitted steps 11-14
+        assert [s for s, _ in history(out, run.info.run_id, layout.METRIC_TRAIN_LOSS)] == list(
+            range(1, 21)
+        )
+        assert [s for s, _ in history(out, run.info.run_id, layout.METRIC_VALID_ACC)] == [10, 20]
+
+    s2_log = (out / "trials").glob("dummy-random-full-s2-*/trainer.log")
+    text = next(s2_log).read_text()
+    assert "starting at step 0" in text and "starting at step 10" in text  # resumed
+
+    failed = by_seed[3]
+    assert failed.info.status == "FAILED"
+    assert failed.data.tags[layout.TAG_STATUS] == layout.STATUS_FAILED
+    error = failed.data.tags[layout.TAG_ERROR]
+    assert error.startswith("dummy trainer exited with code 3")
+    assert "injected crash at step 15" in error
+    assert "error.txt" in artifacts(out, failed.info.run_id)
+    local = client_for(out).download_artifacts(failed.info.run_id, "error.txt", str(tmp_path))
+    assert "injected crash at step 15" in Path(local).read_text(encoding="utf-8")
+    assert "trainer.log" in artifacts(out, failed.info.run_id)  # uploaded despite the failure
+    # the steps it made before failing are in its run too
+    assert [s for s, _ in history(out, failed.info.run_id, layout.METRIC_VALID_ACC)] == [10]

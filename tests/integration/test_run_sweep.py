@@ -1,0 +1,95 @@
+"""`sweeper run` end to end: real Ray, real MLflow, real fairseq and HF trials.
+
+A 2-trial grid (fairseq and HF, random init, 1 seed, 2 epochs of 10 updates) must leave
+one parent run and one FINISHED child per trial key, with step metrics, the best
+checkpoint and the trial's files as artifacts; and bad input must stop the command
+with exit 2 before anything is created.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+from sweep_support import (
+    TRAIN,
+    artifacts,
+    history,
+    new_sweep,
+    run_sweeper,
+    runs_by_role,
+)
+
+from sweeper import layout
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_grid_of_real_trials_is_recorded(tmp_path, tmp_path_factory):
+    pytest.importorskip("fairseq")
+    spec, out = new_sweep(
+        tmp_path,
+        tmp_path_factory,
+        "real",
+        grid={"framework": ["fairseq", "hf"], "seed": [1]},
+        train={"batch_size": 2},  # 40 updates an epoch: train losses every 25 (trainers' default)
+    )
+    done = run_sweeper("run", spec)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "[2/2 done]" in done.stdout
+    assert "Table 1." in done.stdout and "2 trials counted" in done.stdout
+
+    parents, trials = runs_by_role(out, "real")
+    assert len(parents) == 1 and len(trials) == 2
+    (parent,) = parents
+    assert parent.info.status == "FINISHED"
+    assert {"spec.yaml", "spec.resolved.json", "report"} <= set(artifacts(out, parent.info.run_id))
+    assert parent.data.tags["sweeper.version.ray"] and parent.data.tags["sweeper.ray_resources"]
+    assert {t.data.tags[layout.TAG_FRAMEWORK] for t in trials} == {"fairseq", "hf"}
+    assert len({t.data.tags[layout.TAG_TRIAL_KEY] for t in trials}) == 2
+    for run in trials:
+        tags, run_id = run.data.tags, run.info.run_id
+        assert run.info.status == "FINISHED", tags.get(layout.TAG_ERROR)
+        assert tags[layout.TAG_STATUS] == layout.STATUS_FINISHED
+        assert tags["mlflow.parentRunId"] == parent.info.run_id
+        assert tags[layout.TAG_STAGE] == "grid" and tags[layout.TAG_SEED] == "1"
+        assert tags[layout.TAG_RAY_TRIAL_ID]
+        assert "(127.0.0.1, " in tags[layout.TAG_NODE]  # embedded Ray stays on loopback
+        assert int(tags[layout.TAG_TRAINABLE_PARAMS]) > 0
+        assert run.data.params["train.batch_size"] == "2"
+        steps = [TRAIN // 2, 2 * TRAIN // 2]
+        for key in (layout.METRIC_VALID_ACC, layout.METRIC_TEST_ACC, layout.METRIC_EPOCH):
+            assert [s for s, _ in history(out, run_id, key)] == steps, key
+        assert [s for s, _ in history(out, run_id, layout.METRIC_TRAIN_LOSS)] == [25, 50, 75]
+        assert {"checkpoints", "trial.json", "trainer.log", "events.jsonl"} <= set(
+            artifacts(out, run_id)
+        )
+        assert artifacts(out, run_id, layout.ARTIFACT_BEST_CHECKPOINT)
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_an_unreachable_tracking_server_exits_2_naming_it(tmp_path, tmp_path_factory):
+    spec, out = new_sweep(tmp_path, tmp_path_factory, "noserver")
+    uri = f"http://127.0.0.1:{_closed_port()}"
+    started = time.monotonic()
+    done = run_sweeper("run", spec, "--tracking-uri", uri, timeout=60)
+    assert done.returncode == 2
+    assert time.monotonic() - started < 10
+    assert uri in done.stderr
+    assert not (out / "ray").exists() and not (out / "trials").exists()
+    assert runs_by_role(out, "noserver") == ([], [])  # nothing in the local store either
+
+
+def test_a_bad_spec_exits_2_before_anything_starts(tmp_path, tmp_path_factory):
+    spec, out = new_sweep(tmp_path, tmp_path_factory, "badspec")
+    done = run_sweeper("run", spec, "train.epochs=0", "grid.framework=[torch]", timeout=60)
+    assert done.returncode == 2
+    assert "train.epochs" in done.stderr and "grid.framework" in done.stderr
+    assert not (out / "ray").exists()
+    assert runs_by_role(out, "badspec") == ([], [])

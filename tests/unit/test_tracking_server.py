@@ -1,0 +1,97 @@
+"""Failing fast on an unreachable tracking server (DESIGN invariant 5)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from sweeper.tracking.server import TrackingUnreachable, check_server, is_server
+
+
+def _serve(status: int) -> tuple[ThreadingHTTPServer, list[str]]:
+    seen: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.path)
+            self.send_response(status)
+            self.end_headers()
+            self.wfile.write(b"OK")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, seen
+
+
+@pytest.fixture
+def server_factory() -> Iterator:
+    servers: list[ThreadingHTTPServer] = []
+
+    def make(status: int) -> tuple[str, list[str]]:
+        server, seen = _serve(status)
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}", seen
+
+    yield make
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_a_healthy_server_passes(server_factory):
+    uri, seen = server_factory(200)
+    check_server(uri + "/")
+    assert seen == ["/health"]
+
+
+def test_a_server_answering_4xx_is_reachable(server_factory):
+    uri, _ = server_factory(404)
+    check_server(uri)
+
+
+def test_a_failing_server_is_reported(server_factory):
+    uri, _ = server_factory(503)
+    with pytest.raises(TrackingUnreachable, match="HTTP 503"):
+        check_server(uri)
+
+
+def test_nothing_listening_fails_fast_naming_the_uri():
+    uri = f"http://127.0.0.1:{_closed_port()}"
+    started = time.monotonic()
+    with pytest.raises(TrackingUnreachable) as exc:
+        check_server(uri)
+    assert uri in str(exc.value)
+    assert time.monotonic() - started < 10
+
+
+def test_a_silent_server_times_out():
+    with socket.socket() as sock:  # accepts connections (backlog) but never answers
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(1)
+        uri = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        started = time.monotonic()
+        with pytest.raises(TrackingUnreachable) as exc:
+            check_server(uri, timeout=0.5)
+        assert uri in str(exc.value)
+        assert time.monotonic() - started < 5
+
+
+def test_local_stores_are_not_servers(tmp_path):
+    for uri in (f"sqlite:///{tmp_path}/mlflow.db", str(tmp_path), "postgresql://u@127.0.0.1/db"):
+        check_server(uri)  # no request made, nothing raised
+        assert not is_server(uri)
+    assert is_server("http://127.0.0.1:5000") and is_server("HTTPS://mlflow.example")

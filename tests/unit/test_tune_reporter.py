@@ -1,0 +1,113 @@
+"""The trial-side half of the sweep engine: events -> Tune reports, without Ray."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from sweeper import layout
+from sweeper.trainers.base import Checkpoints
+from sweeper.trainers.events import MetricEvent
+from sweeper.trainers.runner import TrialResult
+from sweeper.tune import CONFIG_KEY, FINAL, POINTS, Reporter, TrialNames, event_points
+
+
+def _train(step: int, loss: float = 0.5) -> MetricEvent:
+    return MetricEvent(step=step, epoch=step / 10, split="train", loss=loss, lr=1e-4)
+
+
+def _eval(step: int, split: str, acc: float, wall: float = 1.0) -> MetricEvent:
+    return MetricEvent(
+        step=step, epoch=step / 10, split=split, loss=1 - acc / 100, accuracy=acc, wall_time=wall
+    )  # type: ignore[arg-type]
+
+
+def test_event_points_name_every_metric_by_layout():
+    assert event_points(_train(5)) == [
+        [5, layout.METRIC_TRAIN_LOSS, 0.5],
+        [5, layout.METRIC_LR, 1e-4],
+    ]
+    valid = dict((k, v) for _, k, v in event_points(_eval(10, "valid", 80.0, wall=3.5)))
+    assert valid == {
+        layout.METRIC_VALID_LOSS: 1 - 0.8,
+        layout.METRIC_VALID_ACC: 80.0,
+        layout.METRIC_EPOCH: 1.0,
+        layout.METRIC_WALL_TIME: 3.5,
+    }
+    test = {k for _, k, _ in event_points(_eval(10, "test", 70.0))}
+    assert test == {layout.METRIC_TEST_LOSS, layout.METRIC_TEST_ACC}
+    assert event_points(MetricEvent(step=3, epoch=0.3, split="train", loss=None, lr=None)) == []
+
+
+def test_one_report_per_validation_point_once_valid_and_test_arrived():
+    sent: list[dict] = []
+    reporter = Reporter(sent.append, node="n1")
+    for step in (1, 2):
+        reporter.on_event(_train(step))
+    reporter.on_event(_eval(2, "valid", 60.0))
+    assert sent == []  # the test event of step 2 has not arrived yet
+    reporter.on_event(_eval(2, "test", 55.0, wall=2.5))
+    assert len(sent) == 1
+    report = sent[0]
+    assert (report["step"], report["valid_accuracy"], report["test_accuracy"]) == (2, 60.0, 55.0)
+    assert report["wall_time"] == 2.5 and report["node"] == "n1"
+    steps_keys = {(s, k) for s, k, _ in report[POINTS]}
+    assert (1, layout.METRIC_TRAIN_LOSS) in steps_keys and (2, layout.METRIC_TEST_ACC) in steps_keys
+    # points go out once: the next report carries only what came after
+    reporter.on_event(_eval(4, "test", 58.0))
+    reporter.on_event(_train(3))
+    reporter.on_event(_eval(4, "valid", 62.0))
+    assert len(sent) == 2
+    assert {s for s, _, _ in sent[1][POINTS]} == {3, 4}
+
+
+def test_flush_and_finish_send_the_remaining_points(tmp_path: Path):
+    sent: list[dict] = []
+    reporter = Reporter(sent.append, node="n1")
+    reporter.flush()
+    assert sent == []  # nothing pending: no empty report
+    reporter.on_event(_train(7))
+    reporter.flush()
+    assert sent[-1]["step"] == 7 and sent[-1][POINTS] == event_points(_train(7))
+    reporter.on_event(_train(8))
+    result = TrialResult(tmp_path, [], Checkpoints(None, None), 12.0, (10, 20))
+    reporter.finish(result)
+    final = sent[-1]
+    assert final[FINAL] is True
+    assert (final["trainable_params"], final["total_params"], final["wall_time"]) == (10, 20, 12.0)
+    assert final[POINTS] == event_points(_train(8))
+
+
+def test_trial_names_follow_the_sweep_names():
+    names = TrialNames({"k1": "hf-random-full-s1-k1"})
+    assert (
+        names(SimpleNamespace(config={CONFIG_KEY: "k1"}, trial_id="abc")) == "hf-random-full-s1-k1"
+    )
+    assert names(SimpleNamespace(config={}, trial_id="abc")) == "abc"
+
+
+def test_a_restarted_trial_replays_its_history_once():
+    """What the folder holds is sent first (the driver may have missed it); what the
+    resumed trainer re-emits for those steps is not sent again, later steps are."""
+    history = [_train(5), _eval(10, "valid", 60.0), _eval(10, "test", 58.0), _train(12)]
+    sent: list[dict] = []
+    reporter = Reporter(sent.append, node="n1")
+    reporter.replay(history)
+    assert [r.get("valid_accuracy") for r in sent] == [60.0, None]  # the pair, then a flush
+    assert {s for r in sent for s, _, _ in r[POINTS]} == {5, 10, 12}
+    sent.clear()
+    for event in (_train(12), _train(14), _eval(20, "valid", 61.0), _eval(20, "test", 59.0)):
+        reporter.on_event(event)  # the trainer resumed from its step-10 checkpoint
+    assert len(sent) == 1 and sent[0]["step"] == 20
+    assert {s for s, _, _ in sent[0][POINTS]} == {14, 20}
+
+
+def test_replay_completes_a_pair_cut_in_half():
+    sent: list[dict] = []
+    reporter = Reporter(sent.append, node="n1")
+    reporter.replay([_eval(10, "valid", 60.0)])  # killed before the test event
+    assert sent[-1].get("valid_accuracy") is None
+    reporter.on_event(_eval(10, "valid", 60.5))  # re-emitted: already sent
+    reporter.on_event(_eval(10, "test", 58.0))
+    assert (sent[-1]["valid_accuracy"], sent[-1]["test_accuracy"]) == (60.0, 58.0)
+    assert [k for _, k, _ in sent[-1][POINTS]] == [layout.METRIC_TEST_LOSS, layout.METRIC_TEST_ACC]
