@@ -15,12 +15,10 @@ half-written `model.pt` that a later call would take for finished.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import shutil
-import subprocess
 import time
 from collections import deque
 from collections.abc import Callable
@@ -30,7 +28,14 @@ from typing import Protocol
 from sweeper.spec import ArchConfig, PretrainConfig, SweepSpec
 from sweeper.trainers.base import warmup_updates
 from sweeper.trainers.fairseq import CHILD_MODULE, LAST, arch_flags, parse_log_line
-from sweeper.trainers.runner import TAIL_LINES, TrainerError, python_module_command, thread_env
+from sweeper.trainers.runner import (
+    TAIL_LINES,
+    TrainerError,
+    kill_group,
+    python_module_command,
+    start_process,
+    thread_env,
+)
 
 Log = Callable[[str], None]
 FORMAT_VERSION = 2
@@ -157,15 +162,7 @@ def _train(args: list[str], work: Path, config: PretrainConfig, log: Log) -> Non
     last_loss: float | None = None
     with open(work / LOG_FILE, "w", encoding="utf-8") as out:
         out.write(f"$ {' '.join(command)}\n")
-        proc = subprocess.Popen(
-            command,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            bufsize=1,
-            env=_pretrain_env(),
-            start_new_session=True,
-        )
+        proc = start_process(command, _pretrain_env())
         try:
             assert proc.stdout is not None
             for line in proc.stdout:
@@ -177,7 +174,8 @@ def _train(args: list[str], work: Path, config: PretrainConfig, log: Log) -> Non
                     last_loss = event.loss if event.split == "valid" else last_loss
             code = proc.wait()
         except BaseException:
-            _kill_group(proc)
+            kill_group(proc)
+            proc.wait()
             raise
     if code != 0:
         raise TrainerError(f"pretraining (fairseq masked_lm) exited with code {code}", list(tail))
@@ -215,13 +213,3 @@ def _publish(work: Path, final: Path) -> None:
     except OSError:
         if not (final / MODEL_FILE).is_file():
             raise
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    """Kill the trainer and anything it spawned (it leads its own process group)."""
-    import signal
-
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()

@@ -85,15 +85,7 @@ def run_trainer(
     ):
         log.write(f"$ {' '.join(command)}\n")
         log.flush()
-        proc = subprocess.Popen(
-            command,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            bufsize=1,
-            env=thread_env(job.threads),
-            start_new_session=True,  # its own process group: a kill reaches every child
-        )
+        proc = start_process(command, thread_env(job.threads))
         timer = _start_timeout(proc, timeout_s, stop_reason)
         try:
             assert proc.stdout is not None
@@ -108,12 +100,12 @@ def run_trainer(
                         stop_reason.append(
                             f"non-finite {event.split} loss/accuracy at step {event.step}"
                         )
-                        _kill(proc)
+                        kill_group(proc)
                     if on_event is not None:
                         on_event(event)
             code = proc.wait()
         except BaseException:
-            _kill(proc)
+            kill_group(proc)
             raise
         finally:
             if timer is not None:
@@ -132,6 +124,20 @@ def run_trainer(
     )
 
 
+def start_process(command: list[str], env: dict[str, str]) -> subprocess.Popen:
+    """Start a trainer with its output as text lines on one pipe, in its own process
+    group so that a kill reaches every process it spawned."""
+    return subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        bufsize=1,
+        env=env,
+        start_new_session=True,
+    )
+
+
 def _start_timeout(
     proc: subprocess.Popen, timeout_s: float | None, stop_reason: list[str]
 ) -> threading.Timer | None:
@@ -141,7 +147,7 @@ def _start_timeout(
     def expire() -> None:
         if proc.poll() is None:
             stop_reason.append(f"timed out after {timeout_s / 60:.1f} min (train.timeout_min)")
-            _kill(proc)
+            kill_group(proc)
 
     timer = threading.Timer(timeout_s, expire)
     timer.daemon = True
@@ -149,7 +155,7 @@ def _start_timeout(
     return timer
 
 
-def _kill(proc: subprocess.Popen) -> None:
+def kill_group(proc: subprocess.Popen) -> None:
     """Kill the trainer's whole process group (fairseq and HF may spawn workers)."""
     if proc.poll() is not None:
         return
