@@ -45,7 +45,6 @@ if TYPE_CHECKING:
     from sweeper.trials import Trial
     from sweeper.tune import RunRef
 
-HELP = "run a sweep's trials on Ray and record them in MLflow"
 
 
 def build_parser(parser: argparse.ArgumentParser) -> None:
