@@ -46,7 +46,6 @@ if TYPE_CHECKING:
     from sweeper.tune import RunRef
 
 
-
 def build_parser(parser: argparse.ArgumentParser) -> None:
     add_spec_argument(parser)
     parser.add_argument(
