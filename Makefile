@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 FAIRSEQ := fairseq-fixed==0.12.3.1
 TORCH   := torch==2.13.0
 
-.PHONY: install test test-fast lint format demo bench clean
+.PHONY: install test test-fast lint format demo bench clean reliability
 
 install: $(STAMP)
 
@@ -40,6 +40,33 @@ format: install
 # Run it again after a completed demo with `$(BIN)/sweeper run sweeps/demo.yaml --resume`.
 demo: install
 	$(BIN)/sweeper run sweeps/demo.yaml
+
+# Benchmarks on this machine; each script replaces its section of docs/benchmarks.md.
+# Overhead, concurrency, summariser scale and framework speed take about 15 min on 2 idle
+# cores; GPU packing runs only where a GPU is (elsewhere it writes its method, skipped).
+# The demo's data and pretrained checkpoint are prepared first if runs/demo lacks them
+# (about 2.5 min, untimed). Options per script: `python bench/NAME.py --help`.
+bench: install
+	$(BIN)/python bench/bench_overhead.py
+	$(BIN)/python bench/bench_concurrency.py
+	$(BIN)/python bench/bench_summarize.py
+	$(BIN)/python bench/bench_frameworks.py
+	$(BIN)/python bench/bench_gpu_packing.py
+
+# Fault-injection and bad-input tests (every test file that records into the reliability
+# log), then docs/reliability.md from what they recorded; the page is written even when a
+# test fails (its row says FAIL), and the target then fails too.
+RELIABILITY_LOG   := report/reliability.jsonl
+RELIABILITY_COMMAND ?= make reliability
+RELIABILITY_TESTS  = $(shell grep -l '^from reliability import' tests/integration/test_*.py)
+reliability: install
+	$(if $(RELIABILITY_TESTS),,$(error no test file imports reliability.record))
+	@mkdir -p report && rm -f $(RELIABILITY_LOG)
+	SWEEPER_RELIABILITY_LOG=$(abspath $(RELIABILITY_LOG)) $(BIN)/pytest $(RELIABILITY_TESTS) \
+		--junitxml=report/reliability-junit.xml; \
+	status=$$?; \
+	$(BIN)/python tests/integration/reliability_report.py $(RELIABILITY_LOG) docs/reliability.md \
+		--junit report/reliability-junit.xml --command "$(RELIABILITY_COMMAND)" && exit $$status
 
 clean:
 	rm -rf runs report .pytest_cache .ruff_cache

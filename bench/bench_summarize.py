@@ -3,6 +3,7 @@
     python bench/bench_summarize.py                 # build (once, cached) and time
     python bench/bench_summarize.py --sizes 12 100  # a subset
     python bench/bench_summarize.py --no-doc        # print only
+    python bench/bench_summarize.py --quick         # 12 runs only: checks the script
 
 Each store holds one experiment with a parent run and N trial runs in 4 groups
 (fairseq/hf × pretrained/random), logged the way the sweep engine logs them: 10
@@ -24,8 +25,6 @@ section of docs/benchmarks.md (replacing an earlier one).
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import random
 import resource
 import statistics
@@ -35,11 +34,11 @@ import tempfile
 import time
 from pathlib import Path
 
+import common
+
 from sweeper import layout
 
-ROOT = Path(__file__).resolve().parents[1]
-DOC = ROOT / "docs" / "benchmarks.md"
-SECTION = "## sweeper summarize"
+TITLE = "sweeper summarize"
 EXPERIMENT = "bench"
 GROUPS = [("fairseq", "pretrained"), ("fairseq", "random"), ("hf", "pretrained"), ("hf", "random")]
 VALID_EVERY = 225
@@ -190,56 +189,30 @@ def time_phases(uri: str) -> dict[str, float]:
     return timings
 
 
-def machine() -> dict[str, str]:
-    model = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    import mlflow
-
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    return {
-        "cpu count": str(os.cpu_count()),
-        "cpu model": model,
-        "python": platform.python_version(),
-        "mlflow": mlflow.__version__,
-        "load average at start (1, 5, 15 min)": load,
-    }
-
-
 def _list(values: list[float]) -> str:
     return ", ".join(f"{v:.2f}" for v in values)
 
 
-def write_doc(text: str) -> None:
-    """Replace the summarize section of docs/benchmarks.md, or append it."""
-    DOC.parent.mkdir(parents=True, exist_ok=True)
-    current = DOC.read_text(encoding="utf-8") if DOC.exists() else "# Benchmarks\n"
-    if SECTION in current:
-        before, _, rest = current.partition(SECTION)
-        after = rest.split("\n## ", 1)
-        tail = f"\n## {after[1]}" if len(after) == 2 else ""
-        current = before.rstrip("\n") + "\n\n" + text.rstrip("\n") + "\n" + tail
-    else:
-        current = current.rstrip("\n") + "\n\n" + text.rstrip("\n") + "\n"
-    DOC.write_text(current, encoding="utf-8")
+SIZES = [12, 100, 1000]
+QUICK_SIZES = [12]
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[12, 100, 1000])
+    parser.add_argument("--sizes", type=int, nargs="+", help=f"default {SIZES}; --quick: 12")
     parser.add_argument(
         "--cache", type=Path, default=Path(tempfile.gettempdir()) / "sweeper-bench-summarize"
     )
-    parser.add_argument("--no-doc", action="store_true", help="print only")
-    args = parser.parse_args()
+    common.add_common_arguments(parser)
+    return parser
 
-    info = machine()
-    start_load = os.getloadavg()[0]
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser().parse_args(argv)
+    args.sizes = args.sizes or (QUICK_SIZES if args.quick else SIZES)
+    info = common.machine()
+    start_load = common.load_average()
     rows = []
     for n in args.sizes:
         folder = args.cache / CACHE_VERSION / f"n{n}"
@@ -265,19 +238,12 @@ def main() -> int:
         for label, seconds in phase_times.items():
             print(f"        {label:<45} {seconds:7.3f} s")
 
-    command = "python bench/bench_summarize.py" + (
-        f" --sizes {' '.join(map(str, args.sizes))}" if args.sizes != [12, 100, 1000] else ""
-    )
-    lines = [SECTION, "", f"Command: `{command}` ({time.strftime('%Y-%m-%d')})", ""]
-    lines += [f"- {k}: {v}" for k, v in info.items()]
-    lines.append(f"- load average at end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    if max(start_load, os.getloadavg()[0]) > (os.cpu_count() or 1):
-        lines += [
-            "",
-            "The machine was shared while this ran (load average above the CPU count): wall "
-            "times include waiting for a core; the CPU column is the work `summarize` itself "
-            "does, which a dedicated core would turn into about as many wall seconds.",
-        ]
+    lines = common.header(TITLE, common.command_line("bench_summarize.py", argv), info, start_load)
+    lines += [
+        "",
+        "On a shared machine the CPU column is the work `summarize` itself does, which a "
+        "dedicated core would turn into about as many wall seconds.",
+    ]
     lines += [
         "",
         "Stores: SQLite, one experiment, a parent run and N trial runs in 4 groups; each trial "
@@ -297,6 +263,13 @@ def main() -> int:
             f"| {n:,} | {statistics.median(walls):.2f} | {statistics.median(cpus):.2f} "
             f"| {_list(walls)} |"
         )
+    for n, walls, *_ in rows:
+        if n == 1000:
+            wall = statistics.median(walls)
+            lines += [
+                "",
+                f"Verdict: 1,000 runs in {wall:.2f} s: target {common.verdict(wall, 10)}.",
+            ]
     labels = list(rows[0][3]) if rows else []
     lines += [
         "",
@@ -313,8 +286,8 @@ def main() -> int:
     print()
     print(text)
     if not args.no_doc:
-        write_doc(text)
-        print(f"updated {DOC.relative_to(ROOT)}")
+        common.write_section(TITLE, text)
+        print(f"updated {common.DOC.relative_to(common.ROOT)}")
     return 0
 
 

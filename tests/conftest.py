@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+
+# Nothing a test starts (MLflow clients and servers, Ray nodes) reports usage to its
+# vendor: tests send traffic to 127.0.0.0/8 only. The CLI sets the same defaults.
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 REPO = Path(__file__).resolve().parents[1]
 SWEEPS = REPO / "sweeps"

@@ -39,6 +39,12 @@ TAG_NODE = "sweeper.node"
 TAG_ERROR = "sweeper.error"  # last lines of the error, for failed trials
 TAG_TRAINABLE_PARAMS = "sweeper.trainable_params"
 TAG_TOTAL_PARAMS = "sweeper.total_params"
+TAG_SEARCH_PARAMS = "sweeper.search_params"  # search/confirm trials: JSON of the searched values
+
+# Tags on the sweep (parent) run of a sweep with a search block.
+TAG_SEARCH_METRIC = "sweeper.search_metric"  # e.g. "valid_accuracy"
+TAG_SEARCH_MODE = "sweeper.search_mode"  # "max" | "min"
+TAG_OPTUNA_STORAGE = "sweeper.optuna_storage"  # Optuna RDB URL holding one study per group
 
 STATUS_FINISHED = "finished"
 STATUS_FAILED = "failed"

@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from sweeper.redact import safe_name
 from sweeper.spec import SweepSpec
 
 
@@ -32,6 +33,9 @@ class Trial:
     """Resolved LoRA settings; None unless method is `lora`."""
     varied: dict[str, Any] = field(default_factory=dict)
     """The dotted grid/search values that distinguish this trial within its group."""
+    stage: str = "grid"
+    """`search` for a search-stage trial: it enters the key, so the confirm stage's run
+    of the same configuration and seed is a trial of its own (grid/confirm keys as before)."""
 
     @property
     def group(self) -> str:
@@ -42,13 +46,14 @@ class Trial:
 
     @property
     def name(self) -> str:
-        """Readable run name, e.g. `hf-pretrained-full-s1`."""
+        """Readable run name, e.g. `hf-pretrained-full-s1`; also the trial's folder name,
+        so grid values (free strings for `lora.target_modules`) are made path-safe."""
         extra = "".join(f"-{k.split('.')[-1]}{v}" for k, v in sorted(self.varied.items()))
-        return f"{self.framework}-{self.init}-{self.method}{extra}-s{self.seed}"
+        return safe_name(f"{self.framework}-{self.init}-{self.method}{extra}-s{self.seed}")
 
     def identity(self) -> dict[str, Any]:
         """Everything the key is a hash of."""
-        return {
+        identity = {
             "sweep": self.sweep,
             "seed": self.seed,
             "init": self.init,
@@ -57,6 +62,9 @@ class Trial:
             "train": self.train,
             "lora": self.lora,
         }
+        if self.stage == "search":
+            identity["stage"] = self.stage
+        return identity
 
     @property
     def key(self) -> str:

@@ -172,13 +172,20 @@ def run_ray_trial(config: dict[str, Any], ctx: TrialContext) -> None:
     """
     from ray import tune
 
+    key = config[CONFIG_KEY]
+    run_reporting(ctx, ctx.trials[key], ctx.runs[key], tune.report)
+
+
+def run_reporting(
+    ctx: TrialContext, trial: Trial, ref: RunRef, report: Callable[[dict[str, Any]], None]
+) -> None:
+    """`run_ray_trial`'s body for a trial and run known by the caller (the search stage
+    builds both from the sampled config); `report` receives every Tune report."""
     from sweeper.tracking.artifacts import upload_logs, upload_trial
     from sweeper.trainers.trial import run_trial, trial_dir
 
-    key = config[CONFIG_KEY]
-    trial, ref = ctx.trials[key], ctx.runs[key]
     out = trial_dir(ctx.spec, trial)
-    reporter = Reporter(tune.report, node=node_name())
+    reporter = Reporter(report, node=node_name())
     reporter.replay(read_events(out / layout.EVENTS_FILE))
     try:
         result = run_trial(
@@ -240,7 +247,9 @@ def build_tuner(
         param_space={CONFIG_KEY: tune.grid_search(list(keys))},
         tune_config=tune.TuneConfig(
             max_concurrent_trials=max_concurrent,
-            reuse_actors=False,
+            # A finished trial's Ray worker runs the next trial: a fresh one re-imports
+            # torch and mlflow first (measured 4-8 s per trial; docs/benchmarks.md).
+            reuse_actors=True,
             trial_name_creator=names,
             trial_dirname_creator=names,
         ),
@@ -275,11 +284,16 @@ def keep_ray_on_loopback() -> None:
 def start_ray(address: str | None, log_file: Path) -> bool:
     """Connect to the cluster at `address` (or $RAY_ADDRESS), else start Ray on this
     machine bound to 127.0.0.1 with all its cores. Ray's own log lines go to
-    `log_file`, not the terminal. Returns True when Ray was started here (embedded)."""
+    `log_file`, not the terminal. Returns True when Ray was started here (embedded).
+    Already connected (a search's confirm stage runs on the search stage's Ray), it
+    returns False: whoever connected shuts Ray down."""
     address = address or os.environ.get("RAY_ADDRESS") or None
     if not address:
         keep_ray_on_loopback()
     import ray
+
+    if ray.is_initialized():
+        return False
 
     quiet = {"log_to_driver": False, "logging_level": logging.ERROR}
     if address:

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from reliability import record
 from sweep_support import (
     history,
     kill_group,
@@ -87,11 +88,23 @@ def test_killed_driver_then_resume(tmp_path, tmp_path_factory):
     _, after = runs_by_role(out, "resume")
     assert len(after) == 4
     assert {r.data.tags[layout.TAG_TRIAL_KEY]: r.info.run_id for r in after} == ids_before
+    points = 0
     for run in after:
         assert run.info.status == "FINISHED"
         assert run.data.tags[layout.TAG_STATUS] == layout.STATUS_FINISHED
         steps = [s for s, _ in history(out, run.info.run_id, layout.METRIC_TRAIN_LOSS)]
         assert steps == list(range(1, 21)), run.info.run_name
         assert [s for s, _ in history(out, run.info.run_id, layout.METRIC_VALID_ACC)] == [10, 20]
+        points += len(steps)
     assert _trial_log(out, 1).read_text() == s1_log  # finished trial not re-run
     assert "starting at step 10" in _trial_log(out, 2).read_text()  # resumed from checkpoint
+    record(
+        "c. driver SIGKILLed, then `--resume`",
+        "SIGKILL to the `sweeper run` driver once s1 had finished and s2 had passed its "
+        "step-10 checkpoint (4 trials, 2 at a time)",
+        f"runs before resume: 4 ({sorted(status_before.values())}); plain re-run refused "
+        f"with exit {refused.returncode}; `--resume` exit {resumed.returncode}: 1 finished "
+        "before, 3 resumed, 0 new; after: 4/4 keys with exactly one FINISHED run, same run "
+        f"ids; s1 not re-run; s2 resumed from step 10; train_loss points {points} = "
+        "4 x 20 steps, 0 duplicates",
+    )

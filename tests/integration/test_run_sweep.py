@@ -2,7 +2,8 @@
 
 A 2-trial grid (fairseq and HF, random init, 1 seed, 2 epochs of 10 updates) must leave
 one parent run and one FINISHED child per trial key, with step metrics, the best
-checkpoint and the trial's files as artifacts; and bad input must stop the command
+checkpoint and the trial's files as artifacts, and `summarize --evaluate` must find both
+stored checkpoints giving their recorded test accuracy; and bad input must stop the command
 with exit 2 before anything is created.
 """
 
@@ -12,6 +13,7 @@ import socket
 import time
 
 import pytest
+from reliability import record
 from sweep_support import (
     TRAIN,
     artifacts,
@@ -67,6 +69,11 @@ def test_a_grid_of_real_trials_is_recorded(tmp_path, tmp_path_factory):
         )
         assert artifacts(out, run_id, layout.ARTIFACT_BEST_CHECKPOINT)
 
+    # The stored best checkpoints, reloaded by each framework, give the recorded accuracy.
+    checked = run_sweeper("summarize", spec, "--evaluate", "--no-log")
+    assert checked.returncode == 0, checked.stderr[-3000:]
+    assert "2 of 2 agree." in checked.stdout
+
 
 def _closed_port() -> int:
     with socket.socket() as sock:
@@ -79,11 +86,19 @@ def test_an_unreachable_tracking_server_exits_2_naming_it(tmp_path, tmp_path_fac
     uri = f"http://127.0.0.1:{_closed_port()}"
     started = time.monotonic()
     done = run_sweeper("run", spec, "--tracking-uri", uri, timeout=60)
+    elapsed = time.monotonic() - started
     assert done.returncode == 2
-    assert time.monotonic() - started < 10
+    assert elapsed < 10
     assert uri in done.stderr
     assert not (out / "ray").exists() and not (out / "trials").exists()
     assert runs_by_role(out, "noserver") == ([], [])  # nothing in the local store either
+    message = done.stderr.strip().splitlines()[-1]
+    record(
+        "d. tracking server down at start",
+        f"`--tracking-uri {uri}`: a port with no server listening",
+        f"exit 2 in {elapsed:.1f} s; message: {message}; runs created: 0; "
+        "Ray started: no; trial folders created: no",
+    )
 
 
 def test_a_bad_spec_exits_2_before_anything_starts(tmp_path, tmp_path_factory):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sweeper import layout
-from sweeper.tracking.artifacts import LOG_FILES, upload_logs, upload_trial
+from sweeper.tracking.artifacts import LOG_FILES, UploadError, upload_logs, upload_trial
 from sweeper.trainers.base import Checkpoints
 from sweeper.trainers.runner import TrialResult
 
@@ -73,5 +73,6 @@ def test_an_unwritable_store_raises(tmp_path):
     result = _trial_folder(tmp_path, best_as_dir=False)
     blocker = tmp_path / "blocker"
     blocker.write_text("a file where the artifact folder should be")
-    with pytest.raises(OSError):
+    with pytest.raises(UploadError, match=r"artifact upload to .* failed: .*Error") as raised:
         upload_trial(result, (blocker / "artifacts").as_uri(), "sqlite:///unused.db")
+    assert isinstance(raised.value.__cause__, OSError)

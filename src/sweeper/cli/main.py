@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from sweeper import __version__
@@ -43,8 +44,16 @@ def _top_parser() -> argparse.ArgumentParser:
     return parser
 
 
+NO_PHONE_HOME = {"MLFLOW_DISABLE_TELEMETRY": "true", "RAY_USAGE_STATS_ENABLED": "0"}
+"""MLflow and Ray report usage to their vendors by default. Research clusters often have
+no way out (each attempt then waits on a timeout), and a sweep's traffic should go only
+where its spec says. Set before either library loads; an explicit setting wins."""
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    for name, value in NO_PHONE_HOME.items():
+        os.environ.setdefault(name, value)
     top = _top_parser()
     if not argv or argv[0] in {"-h", "--help"}:
         top.print_help()

@@ -18,7 +18,11 @@ examples:
   sweeper run sweeps/roberta.yaml --address HEAD:6379 --tracking-uri http://HOST:5000
   ray job submit --address http://HEAD:8265 --working-dir . -- sweeper run sweeps/roberta.yaml
 
-exit status: 0 when every trial finished; 1 when any trial failed past its retries;
+A tracking server that goes away mid-sweep costs nothing: the driver buffers its writes
+and retries them, for up to $SWEEPER_TRACKING_RETRY_S seconds (default 300) of outage.
+
+exit status: 0 when every trial finished; 1 when any trial failed past its retries,
+or the tracking server stayed unreachable past that limit (then --resume records the rest);
 2 for bad input (spec, data, unreachable tracking server, existing runs without
 --resume), reported before any trial starts.
 """
@@ -28,11 +32,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sweeper.cli.common import add_spec_argument, fail, load_or_exit
+from sweeper.cli.common import add_spec_argument, fail, load_or_exit, quiet_root_logger
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -79,14 +83,23 @@ class _Sweep:
     client: MlflowClient
     experiment_id: str
     uri: str
+    stage: str = "grid"
+    """Stage tag of the runs this sweep creates (`confirm` after a search)."""
+    tags: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Extra tags of the run each key creates (a confirm trial's searched values)."""
 
 
 def run(args: argparse.Namespace) -> int:
     spec = load_or_exit(args.spec, args.overrides)
+    from sweeper.preflight import check_or_exit
+
+    check_or_exit(spec)  # every input file, before the store or output_dir exists
     if args.max_concurrent is not None and args.max_concurrent < 1:
         fail("--max-concurrent must be at least 1")
-    if spec.search is not None:
-        fail(f"{args.spec}: search: the search stage is not supported by `sweeper run` yet")
+    if spec.search is not None:  # search per group, then confirm: sweeper.search.stages
+        from sweeper.search.stages import run_search
+
+        return run_search(args, spec)
     sweep = _open(args, spec)
     inputs = _prepare(spec)
     return _run_sweep(sweep, inputs)
@@ -139,21 +152,13 @@ def _prepare(spec: SweepSpec) -> SweepInputs:
         print(f"error: pretraining failed: {exc}", file=sys.stderr)
         raise SystemExit(1) from None
     finally:
-        _quiet_root_logger()
-
-
-def _quiet_root_logger() -> None:
-    """Undo what importing fairseq does to the driver (during binarization it calls
-    `logging.basicConfig(level=DEBUG)`): every library's debug lines would then reach
-    the terminal. The driver's terminal belongs to the progress view."""
-    import logging
-
-    logging.getLogger().setLevel(logging.WARNING)
+        quiet_root_logger()  # binarizing imported fairseq
 
 
 def _run_sweep(sweep: _Sweep, inputs: SweepInputs) -> int:
     """Create the runs, run the trials that need running, close the record, summarise."""
     from sweeper.layout import METRIC_NAMES
+    from sweeper.tracking.outbox import Outbox, TrackingDown
     from sweeper.tracking.recorder import MetricLog, Recorder, last_steps
     from sweeper.tracking.runs import artifact_uris, create_trial_run
     from sweeper.tracking.sweep_run import close_sweep_run, open_sweep_run, record_sweep
@@ -164,7 +169,10 @@ def _run_sweep(sweep: _Sweep, inputs: SweepInputs) -> int:
     record_sweep(client, parent, spec, Path(sweep.args.spec), len(sweep.trials))
     run_ids = dict(plan.resume)
     for key in plan.create:
-        run_ids[key] = create_trial_run(client, sweep.experiment_id, parent, sweep.trials[key])
+        trial = sweep.trials[key]
+        run_ids[key] = create_trial_run(
+            client, sweep.experiment_id, parent, trial, sweep.stage, sweep.tags.get(key)
+        )
     metrics = MetricLog()
     for run_id in plan.resume.values():  # what a killed driver had logged already
         metrics.seed(run_id, last_steps(client, run_id, METRIC_NAMES))
@@ -172,8 +180,11 @@ def _run_sweep(sweep: _Sweep, inputs: SweepInputs) -> int:
     refs = {key: RunRef(run_id, uris[run_id]) for key, run_id in run_ids.items()}
     unfinished: list[str] = []
     if refs:
-        recorder = Recorder(client, run_ids, metrics)
-        unfinished = _run_on_ray(sweep, inputs, refs, recorder, parent)
+        recorder = Recorder(client, run_ids, metrics, Outbox(log=_warn))
+        try:
+            unfinished = _run_on_ray(sweep, inputs, refs, recorder, parent)
+        except TrackingDown as exc:
+            _tracking_down(sweep, exc)
     close_sweep_run(client, parent, failed=bool(unfinished))
     _summarise(sweep)
     if unfinished:
@@ -233,7 +244,25 @@ def _run_on_ray(
     for key in refs:
         if key not in callback.ended:  # the sweep was stopped (Ctrl-C): resumable
             recorder.interrupted(key)
+    recorder.drain()  # what an outage of the tracking store left buffered
     return [sweep.trials[key].name for key in refs if views[key].status != FINISHED]
+
+
+def _warn(line: str) -> None:
+    print(f"warning: {line}", file=sys.stderr, flush=True)
+
+
+def _tracking_down(sweep: _Sweep, exc: Exception) -> None:
+    """The store stayed unreachable past the outbox's bound: stop with exit 1, saying
+    how to record what is missing (the trials' events files hold every point)."""
+    again = " ".join(["sweeper run", sweep.args.spec, *sweep.args.overrides, "--resume"])
+    print(
+        f"error: {sweep.uri}: {exc}\nevery trial's metrics are kept in its events file "
+        f"under {Path(sweep.spec.output_dir) / 'trials'}; once the store is back, "
+        f"`{again}` records them and continues the unfinished trials",
+        file=sys.stderr,
+    )
+    raise SystemExit(1)
 
 
 def _view(trial: Trial, inputs: SweepInputs) -> TrialView:

@@ -50,9 +50,11 @@ EXCLUDES = [
     ".pytest_cache",
     ".ruff_cache",
     "*.egg-info",
+    ".env",
 ]
 """Never uploaded: Ray caps a working dir at a few hundred MiB, and these are either
-rebuilt on the cluster (environments, caches) or outputs that must not travel back."""
+rebuilt on the cluster (environments, caches) or outputs that must not travel back;
+`.env` files (docker/.env) hold credentials, which belong in the cluster's own secrets."""
 
 
 def build_parser(parser: argparse.ArgumentParser) -> None:

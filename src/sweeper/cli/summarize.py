@@ -14,6 +14,12 @@ Only runs that finished (MLflow status and sweeper.status tag) count, one per tr
 key (the earliest-started). Accuracies are percentages. Groups of fewer than 3 runs
 are flagged; with n = 1 std and CIs read "n/a".
 
+With --evaluate, each counted trial's best checkpoint is downloaded from MLflow,
+reloaded with its framework (fairseq's hub interface, transformers / PEFT
+from_pretrained) and run on the prepared test split again; any trial whose re-measured
+accuracy differs from the recorded one by more than 0.01 points is reported. This needs
+the trials' prepared data on this machine and loads torch, so it takes a while.
+
 Unless --no-log, the report (summary.md, summary.json, tables as .md/.csv, figures
 curves.png and test_accuracy.png) is logged to the sweep's parent run under report/,
 and each group's mean test accuracy as a metric `summary/<group>/test_accuracy_mean`.
@@ -23,11 +29,13 @@ examples:
   sweeper summarize sweeps/demo.yaml --out runs/demo/report
   sweeper summarize --experiment demo --tracking-uri sqlite:///runs/demo/mlflow.db
   sweeper summarize sweeps/roberta.yaml --format markdown > results.md
+  sweeper summarize sweeps/demo.yaml --evaluate
   MLFLOW_TRACKING_URI=http://127.0.0.1:5000 sweeper summarize --experiment roberta \\
       --format json --no-log | jq '.groups[] | {group, mean, std}'
 
 exit status: 0 once summarised (even when some runs are not counted); 1 if the report
-could not be logged to MLflow; 2 for bad input (spec error, no tracking store given,
+could not be logged to MLflow, or --evaluate found a checkpoint that disagrees with the
+record or could not be measured; 2 for bad input (spec error, no tracking store given,
 unknown experiment, unreachable store).
 """
 
@@ -40,12 +48,13 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sweeper.cli.common import fail, load_or_exit
+from sweeper.cli.common import fail, load_or_exit, quiet_root_logger
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
 
     from sweeper.summarize import Summary
+    from sweeper.summarize.evaluate import Evaluation
 
 FORMATS = ("terminal", "markdown", "csv", "json")
 
@@ -87,6 +96,12 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
         ".csv, and the figures into DIR",
     )
     parser.add_argument(
+        "--evaluate",
+        action="store_true",
+        help="re-measure test accuracy from each trial's stored best checkpoint and report "
+        "mismatches with the recorded value (loads the frameworks; needs the prepared data)",
+    )
+    parser.add_argument(
         "--no-log",
         action="store_true",
         help="do not log the report to the sweep's parent run (read-only use)",
@@ -116,7 +131,32 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(to_plain(summary))
     sys.stdout.flush()
-    return _write_and_log(client, summary, args.out, log=not args.no_log)
+    evaluations = _evaluate(client, summary, args.format) if args.evaluate else None
+    status = _write_and_log(client, summary, args.out, not args.no_log, evaluations)
+    if evaluations is not None:
+        from sweeper.summarize.evaluate import mismatches
+
+        bad = mismatches(evaluations)
+        if bad:
+            names = ", ".join(e.run_name for e in bad)
+            print(f"error: {len(bad)} stored checkpoint(s) disagree: {names}", file=sys.stderr)
+            return 1
+    return status
+
+
+def _evaluate(client: MlflowClient, summary: Summary, fmt: str) -> list[Evaluation]:
+    """Re-measure Table 1's trials; the table goes to stdout after the summary, or to
+    stderr when stdout carries machine-readable csv/json."""
+    from sweeper.summarize.evaluate import evaluate_trials, to_markdown
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    evaluations = evaluate_trials(client, summary.trials, progress)
+    quiet_root_logger()  # fairseq's import turned on debug logging
+    stream = sys.stderr if fmt in ("csv", "json") else sys.stdout
+    print("\n" + to_markdown(evaluations), file=stream, end="", flush=True)
+    return evaluations
 
 
 def _resolve(args: argparse.Namespace) -> tuple[str, str, str | None]:
@@ -140,14 +180,26 @@ def _resolve(args: argparse.Namespace) -> tuple[str, str, str | None]:
     )
 
 
-def _write_and_log(client: MlflowClient, summary: Summary, out: Path | None, log: bool) -> int:
-    """Write the report to --out and/or log it to the parent run; 1 if MLflow refuses."""
+def _write_and_log(
+    client: MlflowClient,
+    summary: Summary,
+    out: Path | None,
+    log: bool,
+    evaluations: list[Evaluation] | None,
+) -> int:
+    """Write the report (with evaluation.md/.json after --evaluate) to --out and/or log
+    it to the parent run; 1 if MLflow refuses."""
     from mlflow.exceptions import MlflowException
 
     from sweeper.summarize import log_report, write_report
+    from sweeper.summarize.evaluate import write as write_evaluation
+
+    def report(folder: Path) -> list[Path]:
+        files = write_report(summary, folder)
+        return files + (write_evaluation(evaluations, folder) if evaluations is not None else [])
 
     if out is not None:
-        written = write_report(summary, out)
+        written = report(out)
         print(f"wrote {len(written)} files to {out}", file=sys.stderr)
     if not log:
         return 0
@@ -159,7 +211,7 @@ def _write_and_log(client: MlflowClient, summary: Summary, out: Path | None, log
         return 0
     try:
         with tempfile.TemporaryDirectory(prefix="sweeper-report-") as tmp:
-            files = written if out is not None else write_report(summary, Path(tmp))
+            files = written if out is not None else report(Path(tmp))
             logged = log_report(client, summary, files)
     except (MlflowException, OSError) as exc:
         print(f"error: could not log the report to MLflow: {exc}", file=sys.stderr)

@@ -3,6 +3,7 @@
   load.py     MLflow -> RunRecords and metric histories (bulk where the store allows)
   select.py   which runs count; best-validation checkpoint per trial (Table 1)
   stats.py    mean, sample std, t CIs per group (Table 2); Welch comparisons
+  search.py   the search stage per group: best configuration, Optuna importances
   tables.py   terminal / markdown / CSV / JSON rendering of the same records
   figures.py  validation curves per group; test accuracy per group
   report.py   report files, and logging them to the sweep's parent run

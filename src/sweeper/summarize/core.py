@@ -19,6 +19,7 @@ from sweeper.summarize.load import (
     open_client,
 )
 from sweeper.summarize.records import NotCounted, RunRecord, Summary
+from sweeper.summarize.search import load_search
 from sweeper.summarize.select import HISTORY_KEYS, screen, select
 from sweeper.summarize.stats import compare, group_stats
 
@@ -85,6 +86,7 @@ def summarize(
         comparisons=compare(groups, trials),
         not_counted=not_counted,
         notes=notes,
+        search=load_search(client, runs, parent.run_id if parent else None, sweep),
     )
 
 

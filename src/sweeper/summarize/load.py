@@ -158,6 +158,7 @@ def to_record(run: Run) -> RunRecord:
         error=tags.get(layout.TAG_ERROR),
         trainable_params=_int(tags.get(layout.TAG_TRAINABLE_PARAMS)),
         latest=dict(run.data.metrics),
+        search_params=tags.get(layout.TAG_SEARCH_PARAMS),
     )
 
 

@@ -50,6 +50,8 @@ class RunRecord:
     trainable_params: int | None
     latest: dict[str, float] = field(default_factory=dict)
     """Latest value of every metric (the one at the highest step)."""
+    search_params: str | None = None
+    """Search and confirm trials: JSON of the searched values (the sweeper.search_params tag)."""
 
     @property
     def variant(self) -> str:
@@ -170,6 +172,36 @@ class Comparison:
 
 
 @dataclass(frozen=True)
+class SearchGroup:
+    """One group's search stage: its trials, best configuration and Optuna's importances."""
+
+    group: str
+    study: str
+    """Optuna study name (`<sweep>:<group>`)."""
+    metric: str
+    mode: str
+    trials: int
+    finished: int
+    early_stopped: int
+    not_finished: int
+    """Failed, interrupted or still running."""
+    best_run_id: str | None
+    best_value: float | None
+    """The metric at the best trial's best validation point."""
+    best_step: int | None
+    best_params: dict[str, Any]
+    importances: dict[str, float]
+    """Optuna parameter importances (sum to 1); empty when undefined (see note)."""
+    note: str
+
+    def to_dict(self) -> dict[str, Any]:
+        data = _shallow(self)
+        data["best_params"] = dict(self.best_params)
+        data["importances"] = dict(self.importances)
+        return data
+
+
+@dataclass(frozen=True)
 class Summary:
     """Everything `sweeper summarize` reports about one sweep."""
 
@@ -183,6 +215,8 @@ class Summary:
     comparisons: list[Comparison]
     not_counted: list[NotCounted]
     notes: list[str] = field(default_factory=list)
+    search: list[SearchGroup] = field(default_factory=list)
+    """The search stage per group (empty for a grid sweep)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready; the summary.json artifact and `--format json`."""
@@ -200,6 +234,7 @@ class Summary:
             "comparisons": [c.to_dict() for c in self.comparisons],
             "not_counted": [n.to_dict() for n in self.not_counted],
             "notes": list(self.notes),
+            "search": [group.to_dict() for group in self.search],
         }
 
 

@@ -141,7 +141,44 @@ def build_tables(summary: Summary) -> list[Table]:
         ),
         tuple(n.to_dict() for n in summary.not_counted),
     )
-    return [table1, table2, comparisons, not_counted]
+    tables = [table1, table2, comparisons, not_counted]
+    return [search_table(summary), *tables] if summary.search else tables
+
+
+def _values(key: str, fmt: Callable[[Any], str]) -> Callable[[dict[str, Any]], str]:
+    def render(row: dict[str, Any]) -> str:
+        items = row.get(key) or {}
+        return ", ".join(f"{k}={fmt(v)}" for k, v in items.items()) if items else NA
+
+    return render
+
+
+def _param(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+def search_table(summary: Summary) -> Table:
+    """The search stage: each group's trials, best configuration and importances."""
+    first = summary.search[0]
+    return Table(
+        "search",
+        f"Search stage. Best configuration per group (Optuna TPE; {first.metric}, "
+        f"{first.mode}, at each trial's best validation point; early-stopped trials "
+        "excluded) and Optuna's parameter importances; its runs are not in Tables 1-2",
+        (
+            Column("Group", _field("group"), numeric=False),
+            Column("Trials", _field("trials")),
+            Column("Finished", _field("finished")),
+            Column("Early-stopped", _field("early_stopped")),
+            Column("Not finished", _field("not_finished")),
+            Column("Best value", _field("best_value", _acc)),
+            Column("Best step", _field("best_step")),
+            Column("Best config", _values("best_params", _param), numeric=False),
+            Column("Importances", _values("importances", lambda v: f"{v:.2f}"), numeric=False),
+            Column("Note", _field("note"), numeric=False),
+        ),
+        tuple(g.to_dict() for g in summary.search),
+    )
 
 
 def preamble(summary: Summary) -> list[str]:
@@ -216,6 +253,8 @@ def _csv_cell(value: Any) -> Any:
         return ""
     if isinstance(value, list | tuple):
         return ";".join(str(v) for v in value)
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True)
     return value
 
 

@@ -10,10 +10,14 @@ which fails the trial: a finished run without its checkpoint would be a false re
 
 from __future__ import annotations
 
+import contextlib
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sweeper import layout
+from sweeper.redact import redact
 
 if TYPE_CHECKING:
     from mlflow.store.artifact.artifact_repo import ArtifactRepository
@@ -27,6 +31,10 @@ LOG_FILES = (
 )
 """(local file in the trial folder, artifact name): the names are the same today, and
 `upload_logs` relies on that (a test holds it)."""
+
+
+class UploadError(RuntimeError):
+    """A finished trial's artifacts did not reach the store: the trial fails with this."""
 
 
 def repository(artifact_uri: str, tracking_uri: str) -> ArtifactRepository:
@@ -43,9 +51,25 @@ def upload_logs(out_dir: Path, artifact_uri: str, tracking_uri: str) -> list[str
     for local, name in LOG_FILES:
         path = Path(out_dir) / local
         if path.is_file():
-            repo.log_artifact(str(path))  # root-level, under its own name
+            with redacted_copy(path) as clean:
+                repo.log_artifact(str(clean))  # root-level, under its own name
             uploaded.append(name)
     return uploaded
+
+
+@contextlib.contextmanager
+def redacted_copy(path: Path) -> Iterator[Path]:
+    """`path` itself, or (when it holds a secret value, e.g. a trainer that printed its
+    environment) a same-named copy with the secrets masked, so the artifact never has them."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    clean = redact(text)
+    if clean == text:
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="sweeper-redacted-") as tmp:
+        copy = Path(tmp) / path.name
+        copy.write_text(clean, encoding="utf-8")
+        yield copy
 
 
 def upload_trial(result: TrialResult, artifact_uri: str, tracking_uri: str) -> list[str]:
@@ -54,12 +78,15 @@ def upload_trial(result: TrialResult, artifact_uri: str, tracking_uri: str) -> l
     best = result.checkpoints.best
     if best is None or not Path(best).exists():
         raise FileNotFoundError(f"the trainer left no best checkpoint in {result.out_dir}")
-    repo = repository(artifact_uri, tracking_uri)
-    if Path(best).is_dir():
-        repo.log_artifacts(str(best), layout.ARTIFACT_BEST_CHECKPOINT)
-    else:
-        repo.log_artifact(str(best), layout.ARTIFACT_BEST_CHECKPOINT)
-    return [
-        layout.ARTIFACT_BEST_CHECKPOINT,
-        *upload_logs(result.out_dir, artifact_uri, tracking_uri),
-    ]
+    try:
+        repo = repository(artifact_uri, tracking_uri)
+        if Path(best).is_dir():
+            repo.log_artifacts(str(best), layout.ARTIFACT_BEST_CHECKPOINT)
+        else:
+            repo.log_artifact(str(best), layout.ARTIFACT_BEST_CHECKPOINT)
+        logs = upload_logs(result.out_dir, artifact_uri, tracking_uri)
+    except Exception as exc:
+        raise UploadError(
+            f"artifact upload to {artifact_uri} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    return [layout.ARTIFACT_BEST_CHECKPOINT, *logs]

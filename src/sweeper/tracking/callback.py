@@ -65,6 +65,12 @@ class TrackingCallback(Callback):
         self.ended.add(key)
         self.progress.finished(key)
 
+    def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
+        """Between Tune's steps: retry buffered writes that are due, and stop the sweep
+        (TrackingDown) once the store has been unreachable past the bound. Raised here,
+        it ends `Tuner.fit`; raised from a trial event, Tune would fail that trial."""
+        self.recorder.check()
+
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         key = trial.config[CONFIG_KEY]
         text = error_text(trial)

@@ -8,15 +8,20 @@ its step is beyond the last step that run has for that metric.
 
 Trials report metric points as `[step, key, value]` triples (see `sweeper.tune`); this
 module knows nothing of Ray, so its rules are tested against a real MLflow store alone.
+
+Every write goes through an `Outbox` (`sweeper.tracking.outbox`): in order, buffered
+and retried while the store is unreachable, so a restarted tracking server costs no
+point; `drain()` at the end of the sweep waits (bounded) for the last ones.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sweeper import layout
+from sweeper.tracking.outbox import Outbox
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -74,12 +79,20 @@ def error_tag(text: str, limit: int = TAG_LIMIT) -> str:
 class Recorder:
     """Writes what the driver learns about each trial into that trial's run."""
 
-    def __init__(self, client: MlflowClient, runs: Mapping[str, str], metrics: MetricLog):
+    def __init__(
+        self,
+        client: MlflowClient,
+        runs: Mapping[str, str],
+        metrics: MetricLog,
+        outbox: Outbox | None = None,
+    ):
         self.client = client
         self.runs = dict(runs)
         """trial key -> run id"""
         self.metrics = metrics
-        self._node_seen: set[str] = set()
+        self.outbox = outbox or Outbox()
+        self._node: dict[str, str] = {}
+        """run id -> node last tagged: a retry on another node re-tags the run"""
 
     def started(self, key: str, ray_trial_id: str) -> None:
         """A (re)start: the run is RUNNING again, whatever it was before."""
@@ -88,7 +101,7 @@ class Recorder:
             run_id,
             {layout.TAG_STATUS: layout.STATUS_RUNNING, layout.TAG_RAY_TRIAL_ID: ray_trial_id},
         )
-        self.client.update_run(run_id, status="RUNNING")
+        self._put(f"status of run {run_id}", self.client.update_run, run_id, status="RUNNING")
 
     def result(self, key: str, result: Mapping[str, Any]) -> int:
         """Log a trial report's new metric points (and its node, params counts); returns
@@ -98,9 +111,8 @@ class Recorder:
         run_id = self.runs[key]
         tags: dict[str, str] = {}
         node = result.get("node")
-        if node and run_id not in self._node_seen:
-            tags[layout.TAG_NODE] = str(node)
-            self._node_seen.add(run_id)
+        if node and self._node.get(run_id) != str(node):
+            tags[layout.TAG_NODE] = self._node[run_id] = str(node)
         for name, tag in (
             ("trainable_params", layout.TAG_TRAINABLE_PARAMS),
             ("total_params", layout.TAG_TOTAL_PARAMS),
@@ -113,32 +125,55 @@ class Recorder:
         points = self.metrics.new_points(run_id, result.get("points") or ())
         metrics = [Metric(k, v, now, s) for s, k, v in points]
         for start in range(0, len(metrics), METRICS_PER_BATCH):
-            self.client.log_batch(
-                run_id, metrics=metrics[start : start + METRICS_PER_BATCH], synchronous=True
-            )
+            batch = metrics[start : start + METRICS_PER_BATCH]
+            self._put(
+                f"{len(batch)} metric point(s) of run {run_id}",
+                self.client.log_batch, run_id, metrics=batch, synchronous=True,
+            )  # fmt: skip
         return len(metrics)
 
     def finished(self, key: str) -> None:
         run_id = self.runs[key]
         self._tags(run_id, {layout.TAG_STATUS: layout.STATUS_FINISHED})
-        self.client.set_terminated(run_id, status="FINISHED")
+        self._put(f"end of run {run_id}", self.client.set_terminated, run_id, status="FINISHED")
 
     def failed(self, key: str, error: str) -> None:
-        """Past its retries: FAILED, with the error tail as a tag and as error.txt."""
-        run_id = self.runs[key]
-        self.client.log_text(run_id, error, ERROR_ARTIFACT)
+        """Past its retries: FAILED, with the error tail as a tag and, where the artifact
+        store takes it, whole as error.txt (optional: the failure may be that store's).
+        Secrets a traceback may quote (a URL's password, a token's value) are masked."""
+        from sweeper.redact import redact
+
+        run_id, error = self.runs[key], redact(error)
+        self.outbox.put(
+            f"{ERROR_ARTIFACT} of run {run_id}",
+            lambda: self.client.log_text(run_id, error, ERROR_ARTIFACT),
+            optional=True,
+        )
         self._tags(
             run_id, {layout.TAG_STATUS: layout.STATUS_FAILED, layout.TAG_ERROR: error_tag(error)}
         )
-        self.client.set_terminated(run_id, status="FAILED")
+        self._put(f"end of run {run_id}", self.client.set_terminated, run_id, status="FAILED")
 
     def interrupted(self, key: str) -> None:
         """The sweep stopped before this trial ended (Ctrl-C): KILLED, resumable."""
-        self.client.set_terminated(self.runs[key], status="KILLED")
+        run_id = self.runs[key]
+        self._put(f"end of run {run_id}", self.client.set_terminated, run_id, status="KILLED")
+
+    def check(self) -> None:
+        """Raise TrackingDown if the store has stayed unreachable past the bound."""
+        self.outbox.check()
+
+    def drain(self) -> None:
+        """Wait (bounded) until every buffered write has reached the store."""
+        self.outbox.drain()
 
     def _tags(self, run_id: str, tags: Mapping[str, str]) -> None:
         from mlflow.entities import RunTag
 
-        self.client.log_batch(
-            run_id, tags=[RunTag(k, v) for k, v in tags.items()], synchronous=True
+        batch = [RunTag(k, v) for k, v in tags.items()]
+        self._put(
+            f"tags of run {run_id}", self.client.log_batch, run_id, tags=batch, synchronous=True
         )
+
+    def _put(self, what: str, method: Callable[..., object], *args: Any, **kwargs: Any) -> None:
+        self.outbox.put(what, lambda: method(*args, **kwargs))

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sweeper import layout
+from sweeper.redact import redact_values
 from sweeper.trials import Trial
 
 if TYPE_CHECKING:
@@ -166,15 +167,22 @@ def plan_runs(keys: Sequence[str], found: Iterable[FoundRun], resume: bool) -> R
 
 
 def create_trial_run(
-    client: MlflowClient, experiment_id: str, parent_run_id: str, trial: Trial
+    client: MlflowClient,
+    experiment_id: str,
+    parent_run_id: str,
+    trial: Trial,
+    stage: str = STAGE_GRID,
+    extra_tags: Mapping[str, str] | None = None,
+    run_name: str | None = None,
 ) -> str:
     """A new SCHEDULED child run for the trial, with its params and identity tags."""
     from mlflow.entities import Param
     from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
-    tags = {**trial_tags(trial), MLFLOW_PARENT_RUN_ID: parent_run_id}
-    run = client.create_run(experiment_id, tags=tags, run_name=trial.name)
-    params = [Param(k, v) for k, v in flatten_params(trial.identity()).items()]
+    tags = {**trial_tags(trial, stage), **(extra_tags or {}), MLFLOW_PARENT_RUN_ID: parent_run_id}
+    tags = redact_values(tags)  # secret values never reach the record (sweeper.redact)
+    run = client.create_run(experiment_id, tags=tags, run_name=run_name or trial.name)
+    params = [Param(k, v) for k, v in redact_values(flatten_params(trial.identity())).items()]
     for start in range(0, len(params), 100):  # MLflow's per-batch param limit
         client.log_batch(run.info.run_id, params=params[start : start + 100], synchronous=True)
     client.update_run(run.info.run_id, status="SCHEDULED")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sweeper import layout
+from sweeper.redact import redact, redact_values
 from sweeper.spec import SweepSpec
 from sweeper.tracking.runs import role_filter, search_all
 
@@ -53,12 +54,14 @@ def open_sweep_run(client: MlflowClient, experiment_id: str, spec: SweepSpec) ->
 def record_sweep(
     client: MlflowClient, run_id: str, spec: SweepSpec, spec_file: Path, trials: int
 ) -> None:
-    """Spec artifacts and provenance tags on the parent run."""
+    """Spec artifacts and provenance tags on the parent run, secrets masked
+    (`sweeper.redact`): `${VAR}` puts environment values into the resolved spec."""
     from mlflow.utils.mlflow_tags import MLFLOW_GIT_COMMIT
 
-    client.log_text(run_id, spec_file.read_text(encoding="utf-8"), layout.ARTIFACT_SPEC)
+    written = spec_file.read_text(encoding="utf-8")
+    client.log_text(run_id, redact(written), layout.ARTIFACT_SPEC)
     resolved = json.dumps(spec.model_dump(mode="json"), indent=2, sort_keys=True)
-    client.log_text(run_id, resolved, layout.ARTIFACT_RESOLVED_SPEC)
+    client.log_text(run_id, redact(resolved), layout.ARTIFACT_RESOLVED_SPEC)
     tags = {TAG_TRIALS: str(trials)}
     tags.update(
         {TAG_VERSION_PREFIX + name: version for name, version in package_versions().items()}
@@ -66,7 +69,7 @@ def record_sweep(
     commit, dirty = git_state(spec_file.resolve().parent)
     if commit:
         tags.update({TAG_GIT_COMMIT: commit, MLFLOW_GIT_COMMIT: commit, TAG_GIT_DIRTY: str(dirty)})
-    for key, value in tags.items():
+    for key, value in redact_values(tags).items():
         client.set_tag(run_id, key, value)
 
 
@@ -77,7 +80,7 @@ def record_cluster(
     shown = {k: v for k, v in sorted(resources.items()) if not k.startswith("node:")}
     shown["nodes"] = sum(1 for k in resources if k.startswith("node:") and "internal" not in k)
     client.set_tag(run_id, TAG_RAY_RESOURCES, json.dumps(shown, sort_keys=True))
-    client.set_tag(run_id, TAG_RAY_ADDRESS, address)
+    client.set_tag(run_id, TAG_RAY_ADDRESS, redact(address))
 
 
 def package_versions() -> dict[str, str]:

@@ -108,3 +108,8 @@ class Trainer(Protocol):
     def trainable_params(self, job: TrialJob) -> tuple[int, int] | None:
         """(trainable, total) parameter counts, when the trainer can tell."""
         ...
+
+    def test_accuracy(self, job: TrialJob, checkpoint: Path) -> float:
+        """Test accuracy (%) of a best checkpoint reloaded from `checkpoint`, the folder
+        its artifact was downloaded to (`sweeper summarize --evaluate`)."""
+        ...

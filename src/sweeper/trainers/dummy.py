@@ -56,12 +56,20 @@ class DummyTrainer:
     def trainable_params(self, job: TrialJob) -> tuple[int, int] | None:
         return None
 
+    def test_accuracy(self, job: TrialJob, checkpoint: Path) -> float:
+        """The dummy's "model" is the step its best.json holds; its test accuracy is
+        the curve's value there, computed again."""
+        best = json.loads((checkpoint / "best.json").read_text(encoding="utf-8"))
+        return _accuracy(job, int(best["step"]), "test")
+
 
 def _accuracy(job: TrialJob, step: int, split: str) -> float:
-    """A deterministic learning curve that depends on seed and init."""
+    """A deterministic learning curve that depends on seed, init and (above 0.01) lr."""
     ceiling = 90.0 if job.init == "pretrained" else 65.0
     offset = (job.seed * 7 + (3 if split == "test" else 0)) % 5
-    return round(ceiling - 40.0 * math.exp(-step / job.updates_per_epoch) - offset, 2)
+    # A learning rate above 0.01 costs accuracy (none below): searches have a signal.
+    too_high = 20.0 * max(0.0, math.log10(float(job.train["lr"]) / 0.01))
+    return round(ceiling - 40.0 * math.exp(-step / job.updates_per_epoch) - offset - too_high, 2)
 
 
 def env_extra(out_dir: str, environ: dict[str, str] | None = None) -> dict[str, object]:

@@ -128,6 +128,11 @@ class FairseqTrainer:
         count = count_parameters(path)
         return count, count
 
+    def test_accuracy(self, job: TrialJob, checkpoint: Path) -> float:
+        from sweeper.trainers.reload import fairseq_test_accuracy
+
+        return fairseq_test_accuracy(job, checkpoint)
+
 
 def parse_log_line(line: str, wall_time: float) -> list[MetricEvent]:
     """Events in one fairseq log line: `DATE TIME | INFO | TAG | {json}` (or Python's

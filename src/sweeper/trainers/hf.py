@@ -122,3 +122,8 @@ class HFTrainer:
             return None
         counts = json.loads(path.read_text(encoding="utf-8"))
         return int(counts["trainable"]), int(counts["total"])
+
+    def test_accuracy(self, job: TrialJob, checkpoint: Path) -> float:
+        from sweeper.trainers.reload import hf_test_accuracy
+
+        return hf_test_accuracy(job, checkpoint)

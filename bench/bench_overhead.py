@@ -1,0 +1,346 @@
+"""Overhead per trial: the same trial bare, through `sweeper trial`, and through `sweeper run`.
+
+    python bench/bench_overhead.py            # ~30 s trials (demo data, 6 epochs), fairseq and hf
+    python bench/bench_overhead.py --long     # ~5 min trials (80 epochs); not in `make bench`
+    python bench/bench_overhead.py --quick    # 1-epoch trials: checks the script
+
+The trial is the demo's (tiny RoBERTa, 1,800 sentences, batch 8), random init, seed 1,
+one thread (`resources.cpu: 1`; every run below gets the same thread pinning). Runs:
+
+- bare fairseq: the stock `fairseq-train` console script with exactly the arguments
+  sweeper's fairseq trainer builds (read back from the trial's saved job), own save dir;
+- bare hf: bench/hf_plain.py, a plain `transformers.Trainer` script on the same ids,
+  initial weights, recipe and per-epoch eval/save schedule;
+- `sweeper trial` (no Ray, no MLflow; the code path a Ray trial calls);
+- a single-trial `sweeper run` (Ray start, fresh MLflow store, summary included);
+- steady state: a 4-trial `sweeper run` (seeds 1-2 × fairseq/hf, one at a time): the
+  spacing between consecutive trial-run end times is what one more trial costs.
+
+Ratios are against the bare run of the same framework. Targets: <= 1.10 for a 30 s
+trial, <= 1.03 for a 5 min trial. The single-trial sweep is broken into parts from its
+own record (MLflow run times, the trial folder's file times), and the fixed costs are
+timed alone in a fresh process (bench/overhead_phases.py). Prepared data is copied from the demo
+cache first (see common.py), outside every timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import common
+import overhead_phases
+
+TITLE = "Overhead per trial"
+EPOCHS, LONG_EPOCHS, QUICK_EPOCHS = 6, 80, 1
+FRAMEWORKS = ("fairseq", "hf")
+STEADY_SEEDS = [1, 2]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    common.add_common_arguments(parser)
+    parser.add_argument("--long", action="store_true", help=f"{LONG_EPOCHS}-epoch trials")
+    parser.add_argument("--epochs", type=int, help="override the trial length")
+    parser.add_argument("--frameworks", nargs="+", choices=FRAMEWORKS, default=list(FRAMEWORKS))
+    parser.add_argument("--no-steady", action="store_true", help="skip the multi-trial sweep")
+    return parser
+
+
+def epochs_for(args: argparse.Namespace) -> int:
+    if args.epochs:
+        return args.epochs
+    return QUICK_EPOCHS if args.quick else LONG_EPOCHS if args.long else EPOCHS
+
+
+def sweep_changes(epochs: int, frameworks: list[str], seeds: list[int]) -> dict[str, Any]:
+    """The demo spec, cut to the grid and length measured here, one trial at a time."""
+    return {
+        "train.epochs": epochs,
+        "grid": {"seed": seeds, "init": ["random"], "framework": frameworks, "method": ["full"]},
+        "resources": {"cpu": 1},
+        "max_concurrent": 1,
+        "retries": 0,
+    }
+
+
+# --- bare commands, from the job sweeper saved --------------------------------------
+
+
+def bare_fairseq(job: dict[str, Any], out: Path) -> list[str]:
+    """Stock fairseq-train with the trainer's own arguments (only --save-dir moved)."""
+    from sweeper.trainers.base import TrialJob
+    from sweeper.trainers.fairseq import train_args
+
+    args = train_args(TrialJob(**{**job, "out_dir": str(out)}))
+    return [str(Path(sys.executable).parent / "fairseq-train"), *args]
+
+
+def bare_hf(job: dict[str, Any], out: Path) -> list[str]:
+    """bench/hf_plain.py with the job's data, init weights and recipe."""
+    from sweeper.trainers.base import TrialJob, warmup_updates
+
+    train, total = job["train"], TrialJob(**job).total_updates
+    return [
+        sys.executable, str(Path(__file__).with_name("hf_plain.py")),
+        "--data", job["hf_data"], "--init", job["init_checkpoint"], "--out", str(out),
+        "--epochs", str(train["epochs"]), "--batch-size", str(train["batch_size"]),
+        "--lr", str(train["lr"]),
+        "--warmup-steps", str(warmup_updates(total, float(train["warmup_ratio"]))),
+        "--weight-decay", str(train["weight_decay"]), "--dropout", str(train["dropout"]),
+        "--attention-dropout", str(train["attention_dropout"]),
+        "--adam-betas", *(str(b) for b in train["adam_betas"]),
+        "--adam-eps", str(train["adam_eps"]), "--clip-norm", str(train["clip_norm"]),
+        "--seed", str(job["seed"]), "--threads", "1",
+    ]  # fmt: skip
+
+
+# --- reading a finished sweep's record ----------------------------------------------
+
+
+def trial_runs(out: Path, experiment: str) -> tuple[Any, list[Any]]:
+    """(parent run, trial runs) of a finished sweep in its SQLite store."""
+    from mlflow import MlflowClient
+
+    from sweeper import layout
+
+    client = MlflowClient(f"sqlite:///{out / 'mlflow.db'}")
+    found = client.get_experiment_by_name(experiment)
+    runs = client.search_runs([found.experiment_id], max_results=1000)
+    parent = next(r for r in runs if r.data.tags.get(layout.TAG_ROLE) == layout.ROLE_SWEEP)
+    return parent, [r for r in runs if r.data.tags.get(layout.TAG_ROLE) == layout.ROLE_TRIAL]
+
+
+def end_spacing(ends: list[tuple[str, float]]) -> dict[str, list[float]]:
+    """Per framework, the time from the previous trial's end to each trial's end (first
+    trial excluded): at one trial at a time, what one more trial costs a sweep."""
+    ordered = sorted(ends, key=lambda item: item[1])
+    spacing: dict[str, list[float]] = {}
+    for (_, before), (framework, end) in itertools.pairwise(ordered):
+        spacing.setdefault(framework, []).append(end - before)
+    return spacing
+
+
+def timeline(out: Path, experiment: str, started: float, ended: float) -> list[tuple[str, float]]:
+    """Parts of a single-trial `sweeper run`, from its record: MLflow run times (ms), the
+    trial folder's trial.json (written as the trainer starts) and trainer.log (last
+    written as it ends)."""
+    parent, trials = trial_runs(out, experiment)
+    run = trials[0]
+    folder = next((out / "trials").iterdir())
+    job_written = (folder / "trial.json").stat().st_mtime
+    log_done = (folder / "trainer.log").stat().st_mtime
+    opened, closed = parent.info.start_time / 1e3, parent.info.end_time / 1e3
+    run_closed = run.info.end_time / 1e3
+    points = [
+        ("CLI start, imports, store open, prepare cache check", started, opened),
+        ("runs created, Ray start, trial scheduled, init weights", opened, job_written),
+        ("trainer process (the training itself)", job_written, log_done),
+        ("artifact upload, final report, run closed", log_done, run_closed),
+        ("Tune teardown, Ray shutdown, sweep run closed", run_closed, closed),
+        ("summary (tables, figures, report logged), exit", closed, ended),
+    ]
+    return [(label, end - start) for label, start, end in points]
+
+
+# --- the benchmark ------------------------------------------------------------------
+
+
+def measure(args: argparse.Namespace, epochs: int) -> dict[str, Any]:
+    work = args.workdir / "overhead"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    env = common.clean_env(threads=1)
+    figures: dict[str, Any] = {"bare": {}, "trial": {}, "run": {}, "parts": {}, "phases": {}}
+    figures["cpu"] = {}
+    for framework in args.frameworks:
+        spec, out = common.new_sweep(
+            work, f"overhead-{framework}", sweep_changes(epochs, [framework], [1])
+        )
+        trial_out = work / f"trial-{framework}"
+        timed = common.run_timed(
+            common.sweeper_command("trial", spec, "--seed", 1, "--init", "random",
+                                   "--framework", framework, "--out", trial_out, "--threads", 1),
+            env=env,
+        )  # fmt: skip
+        figures["trial"][framework] = timed.wall
+        cpu = {"sweeper trial": timed.cpu}
+        job = json.loads((trial_out / "trial.json").read_text(encoding="utf-8"))
+        build = bare_fairseq if framework == "fairseq" else bare_hf
+        bare = common.run_timed(build(job, work / f"bare-{framework}"), env=env, cwd=work)
+        figures["bare"][framework] = bare.wall
+        cpu["bare"] = bare.cpu
+        timed = common.run_timed(common.sweeper_command("run", spec), env=env)
+        figures["run"][framework] = timed.wall
+        cpu["single-trial sweeper run"] = timed.cpu
+        figures["cpu"][framework] = cpu
+        figures["parts"][framework] = timeline(
+            out, f"overhead-{framework}", timed.started, timed.started + timed.wall
+        )
+        print(
+            f"{framework}: bare {bare.wall:.1f} s, sweeper trial "
+            f"{figures['trial'][framework]:.1f} s, single-trial sweeper run {timed.wall:.1f} s",
+            flush=True,
+        )
+        figures["phases"][framework] = overhead_phases.measure(
+            spec, next((out / "trials").iterdir()), env
+        )
+    if not args.no_steady:
+        figures["steady"] = steady_state(work, epochs, args.frameworks, env)
+    return figures
+
+
+def steady_state(work: Path, epochs: int, frameworks: list[str], env: dict[str, str]) -> Any:
+    spec, out = common.new_sweep(
+        work, "overhead-steady", sweep_changes(epochs, frameworks, STEADY_SEEDS)
+    )
+    timed = common.run_timed(common.sweeper_command("run", spec), env=env)
+    _, trials = trial_runs(out, "overhead-steady")
+    from sweeper import layout
+
+    ends = [(r.data.tags[layout.TAG_FRAMEWORK], r.info.end_time / 1e3) for r in trials]
+    trainer = {}
+    for run in trials:
+        framework = run.data.tags[layout.TAG_FRAMEWORK]
+        trainer.setdefault(framework, []).append(run.data.metrics.get(layout.METRIC_WALL_TIME))
+    print(f"steady state: {len(trials)}-trial sweep in {timed.wall:.1f} s", flush=True)
+    return {"wall": timed.wall, "n": len(trials), "spacing": end_spacing(ends), "trainer": trainer}
+
+
+def report(figures: dict[str, Any], epochs: int, header: list[str]) -> str:
+    lines = [*header, "", __doc__.split("\n\n", 2)[2].strip(), ""]
+    long = epochs >= LONG_EPOCHS
+    target = 1.03 if long else 1.10
+    lines += [
+        f"Trial length: {epochs} epochs ({epochs * 225} updates). Target for this length: "
+        f"ratio <= {target:.2f}" + ("" if long else " (the 30 s target)") + ".",
+        "",
+    ]
+    rows, steady = [], figures.get("steady") or {}
+    for framework, bare in figures["bare"].items():
+        spacing = steady.get("spacing", {}).get(framework, [])
+        per_trial = common.median(spacing) if spacing else None
+        rows.append(
+            [
+                framework,
+                f"{bare:.1f}",
+                with_ratio(figures["trial"][framework], bare),
+                with_ratio(figures["run"][framework], bare),
+                "-" if per_trial is None else with_ratio(per_trial, bare),
+                "-" if per_trial is None else common.verdict(common.ratio(per_trial, bare), target),
+            ]
+        )
+    lines += common.table(
+        ["framework", "bare (s)", "sweeper trial (s, ratio)", "single-trial sweeper run (s, ratio)",
+         "steady state per trial (s, ratio)", f"steady <= {target:.2f}"],
+        rows,
+    )  # fmt: skip
+    if steady:
+        lines += [
+            "",
+            f"Steady state: a {steady['n']}-trial sweep took {steady['wall']:.1f} s; spacing "
+            f"of trial end times (s): {json.dumps(_rounded(steady['spacing']))}; the trainer's "
+            f"own wall time per trial (s): {json.dumps(_rounded(steady['trainer']))}.",
+        ]
+    lines += ["", *cpu_lines(figures["cpu"])]
+    lines += ["", *bounds(figures, target)]
+    lines += ["", "Single-trial `sweeper run`, from its own record (s):", ""]
+    names = list(figures["parts"])
+    labels = [label for label, _ in figures["parts"][names[0]]] if names else []
+    lines += common.table(
+        ["part", *names],
+        [[label, *(f"{dict(figures['parts'][n])[label]:.2f}" for n in names)] for label in labels],
+    )
+    lines += ["", "Fixed costs timed alone, in a fresh process (s):", ""]
+    labels = list(dict.fromkeys(k for n in names for k in figures["phases"][n]))
+    lines += common.table(
+        ["phase", *names],
+        [[label, *(f"{figures['phases'][n].get(label, float('nan')):.3f}" for n in names)]
+         for label in labels],
+    )  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def cpu_lines(cpu: dict[str, dict[str, float]]) -> list[str]:
+    """CPU seconds of each run's process tree: on a shared machine the wall ratios above
+    include waiting for a core, CPU seconds much less so."""
+    lines = [
+        "CPU seconds (user + sys) of each run's process tree, scanned once a second "
+        "(less sensitive to other load than wall times; ratio to bare in brackets):",
+        "",
+    ]
+    rows = []
+    for framework, found in cpu.items():
+        bare = found["bare"]
+        rows.append(
+            [
+                framework,
+                f"{bare:.1f}",
+                *(
+                    with_ratio(found[k], bare)
+                    for k in ("sweeper trial", "single-trial sweeper run")
+                ),
+            ]
+        )
+    return lines + common.table(
+        ["framework", "bare", "sweeper trial", "single-trial sweeper run"], rows
+    )
+
+
+def bounds(figures: dict[str, Any], target: float) -> list[str]:
+    """What bounds each ratio: the seconds a setup adds to the bare trial, and the trial
+    length at which that addition would be within the target."""
+    lines = [
+        "What bounds the ratios (added seconds are constant in the trial's length, so "
+        "a ratio <= R needs a bare trial of at least added / (R - 1) seconds):",
+        "",
+    ]
+    steady = (figures.get("steady") or {}).get("spacing", {})
+    for framework, bare in figures["bare"].items():
+        parts = [
+            ("sweeper trial", figures["trial"][framework] - bare),
+            ("single-trial sweep", figures["run"][framework] - bare),
+        ]
+        if steady.get(framework):
+            parts.append(("steady state", common.median(steady[framework]) - bare))
+        for label, added in parts:
+            needed = max(added, 0) / (target - 1)
+            lines.append(
+                f"- {framework}, {label}: +{added:.1f} s per trial; ratio <= "
+                f"{target:.2f} from a {needed:.0f} s bare trial on"
+            )
+    return lines
+
+
+def with_ratio(seconds: float, bare: float) -> str:
+    return f"{seconds:.1f} ({common.ratio(seconds, bare):.3f})"
+
+
+def _rounded(values: dict[str, list[float | None]]) -> dict[str, list[float | None]]:
+    return {k: [None if v is None else round(v, 1) for v in vs] for k, vs in values.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser().parse_args(argv)
+    epochs = epochs_for(args)
+    print(f"demo inputs ready in {common.ensure_inputs():.1f} s (not timed)", flush=True)
+    common.warm_imports()
+    info, start_load = common.machine(), common.load_average()
+    figures = measure(args, epochs)
+    title = f"{TITLE} (long)" if epochs >= LONG_EPOCHS else TITLE
+    header = common.header(title, common.command_line("bench_overhead.py", argv), info, start_load)
+    text = report(figures, epochs, header)
+    print(text)
+    if not args.no_doc:
+        common.write_section(title, text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

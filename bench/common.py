@@ -1,0 +1,348 @@
+"""What every bench/ script shares: the machine description, its section of
+docs/benchmarks.md, timed subprocesses, CPU utilisation, and the bench workspace.
+
+The workspace gives each timed sweep a fresh output folder (fresh MLflow store, fresh
+trial folders) that already holds the demo's prepared data, pretrained checkpoint and
+initial weights, copied from the cache `make demo` fills (runs/demo). Those folders
+are content-addressed, so a copy is exactly what `prepare()` would rebuild: a sweep
+then only checks the cache, as a second `sweeper run` of the demo does. Filling the
+cache (`ensure_inputs`) happens once, outside every timed part.
+
+Scripts put `bench/` on sys.path by being run as `python bench/NAME.py`; this module
+is imported as `common`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "benchmarks.md"
+DEMO_SPEC = ROOT / "sweeps" / "demo.yaml"
+CACHE = ROOT / "runs" / "demo"
+"""`make demo`'s output folder: its prepared/, pretrained/ and init/ are reused."""
+SHARED_INPUTS = ("prepared", "pretrained", "init")
+WORKDIR = ROOT / "runs" / "bench"
+VERSIONS = ("torch", "ray", "mlflow", "transformers", "fairseq-fixed")
+
+
+# --- the machine and the doc section -------------------------------------------------
+
+
+def load_average() -> str:
+    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def machine() -> dict[str, str]:
+    """What the figures depend on; read without importing torch (versions come from
+    package metadata, the GPU from nvidia-smi)."""
+    model = "unknown"
+    memory = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                memory = f"{int(line.split()[1]) / 2**20:.1f} GiB"
+                break
+    except OSError:
+        pass
+    info = {
+        "cpu": f"{model}, {len(os.sched_getaffinity(0))} cores usable ({os.cpu_count()} in all)",
+        "memory": memory,
+        "gpu": gpu_name(),
+        "python": platform.python_version(),
+    }
+    for name in VERSIONS:
+        try:
+            info[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            info[name] = "not installed"
+    return info
+
+
+def gpu_name() -> str:
+    if shutil.which("nvidia-smi") is None:
+        return "none"
+    found = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=False)
+    return "; ".join(found.stdout.strip().splitlines()) or "none"
+
+
+def header(title: str, command: str, info: Mapping[str, str], start_load: str) -> list[str]:
+    """A section's opening lines: title, command, date, machine, load at start and end,
+    and a warning when the machine was shared (load above the usable cores)."""
+    lines = [f"## {title}", "", f"Command: `{command}` ({time.strftime('%Y-%m-%d %H:%M')})", ""]
+    lines += [f"- {key}: {value}" for key, value in info.items()]
+    end_load = load_average()
+    lines += [f"- load average at start (1, 5, 15 min): {start_load}"]
+    lines += [f"- load average at end: {end_load}"]
+    cores = len(os.sched_getaffinity(0))
+    if max(float(start_load.split(",")[0]), float(end_load.split(",")[0])) > cores:
+        lines += [
+            "",
+            "The machine was shared while this ran (load average above the usable cores): "
+            "wall times include waiting for a core, so ratios and speedups are distorted.",
+        ]
+    return lines
+
+
+def replace_section(current: str, title: str, text: str) -> str:
+    """`current` (a whole document) with its `## title` section replaced by `text`, or
+    `text` appended when there is none; other sections are kept as they are."""
+    marker = f"## {title}\n"
+    text = text.rstrip("\n") + "\n"
+    if current.startswith(marker) or f"\n{marker}" in current:
+        start = 0 if current.startswith(marker) else current.index(f"\n{marker}") + 1
+        end = current.find("\n## ", start + len(marker))
+        tail = current[end + 1 :] if end != -1 else ""
+        before = current[:start].rstrip("\n")
+        return (before + "\n\n" if before else "") + text + ("\n" + tail if tail else "")
+    before = current.rstrip("\n")
+    return (before + "\n\n" if before else "") + text
+
+
+def write_section(title: str, text: str, doc: Path = DOC) -> None:
+    """Replace (or append) this script's section of docs/benchmarks.md."""
+    doc.parent.mkdir(parents=True, exist_ok=True)
+    current = doc.read_text(encoding="utf-8") if doc.exists() else "# Benchmarks\n"
+    doc.write_text(replace_section(current, title, text), encoding="utf-8")
+
+
+def command_line(script: str, argv: Sequence[str]) -> str:
+    """How the section was produced, as a user would type it."""
+    return " ".join(["python", f"bench/{script}", *argv])
+
+
+def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: checks the script")
+    parser.add_argument("--no-doc", action="store_true", help="print only")
+    parser.add_argument(
+        "--workdir", type=Path, default=WORKDIR, help=f"scratch folder (default {WORKDIR})"
+    )
+
+
+# --- figures ------------------------------------------------------------------------
+
+
+def ratio(value: float, reference: float) -> float:
+    """value / reference; a reference of 0 is a broken measurement, not infinity."""
+    if reference <= 0:
+        raise ValueError(f"reference time must be positive, got {reference}")
+    return value / reference
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def verdict(value: float, limit: float, higher_is_better: bool = False) -> str:
+    held = value >= limit if higher_is_better else value <= limit
+    return "holds" if held else "missed"
+
+
+def table(head: Sequence[str], rows: Sequence[Sequence[Any]], align: str = "") -> list[str]:
+    """A markdown table; `align` holds one of 'l'/'r' per column (default: first left,
+    the rest right)."""
+    align = align or "l" + "r" * (len(head) - 1)
+    lines = ["| " + " | ".join(head) + " |"]
+    lines.append("|" + "".join("---|" if a == "l" else "---:|" for a in align))
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return lines
+
+
+# --- processes ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Timed:
+    """A finished subprocess: wall seconds, CPU seconds of its process tree (user + sys
+    of every descendant seen by a once-a-second scan, trainers and Ray workers included;
+    processes living under a second can be missed), its output, and its start time
+    (epoch seconds)."""
+
+    wall: float
+    cpu: float
+    output: str
+    started: float
+
+
+def run_timed(
+    command: Sequence[str | Path],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    timeout: float = 1800,
+) -> Timed:
+    """Run to completion in its own process group; raise with the output's tail on a
+    non-zero exit (a failed run is not a timing)."""
+    started = time.time()
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        [str(c) for c in command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=dict(env) if env is not None else None,
+        cwd=cwd,
+        start_new_session=True,
+    )
+    chunks: list[str] = []
+    reader = threading.Thread(target=lambda: chunks.append(proc.stdout.read()), daemon=True)
+    reader.start()
+    cpu: dict[int, float] = {}
+    try:
+        while True:
+            cpu.update(tree_cpu(proc.pid))
+            try:
+                proc.wait(timeout=1.0)
+                break
+            except subprocess.TimeoutExpired:
+                if time.perf_counter() - start > timeout:
+                    raise
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+    wall = time.perf_counter() - start
+    reader.join()
+    output = "".join(chunks)
+    if proc.returncode != 0:
+        tail = "\n".join(output.splitlines()[-40:])
+        raise RuntimeError(f"{' '.join(map(str, command))} exited {proc.returncode}:\n{tail}")
+    return Timed(wall, sum(cpu.values()), output, started)
+
+
+def tree_cpu(root: int) -> dict[int, float]:
+    """CPU seconds (user + sys) of `root` and each of its live descendants, from /proc."""
+    parents: dict[int, int] = {}
+    seconds: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # the process ended while being read
+        pid = int(stat.parent.name)
+        parents[pid] = int(fields[1])
+        seconds[pid] = (int(fields[11]) + int(fields[12])) / tick
+    tree, frontier = {root}, [root]
+    children: dict[int, list[int]] = {}
+    for pid, parent in parents.items():
+        children.setdefault(parent, []).append(pid)
+    while frontier:
+        for child in children.get(frontier.pop(), []):
+            if child not in tree:
+                tree.add(child)
+                frontier.append(child)
+    return {pid: seconds[pid] for pid in tree if pid in seconds}
+
+
+def sweeper_command(*args: str | Path) -> list[str]:
+    """The CLI, run by this interpreter (the project's environment)."""
+    return [sys.executable, "-m", "sweeper.cli.main", *map(str, args)]
+
+
+def clean_env(threads: int | None = None) -> dict[str, str]:
+    """Environment of a timed run: local Ray, local store, no telemetry; with `threads`,
+    the trial's thread pinning (sweeper.trainers.runner.thread_env)."""
+    env = {k: v for k, v in os.environ.items() if k not in {"RAY_ADDRESS", "MLFLOW_TRACKING_URI"}}
+    env.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if threads is not None:
+        from sweeper.trainers.runner import thread_env
+
+        env = thread_env(threads, env)
+    return env
+
+
+def cpu_times() -> tuple[float, float]:
+    """(busy, total) jiffies of the whole machine, from /proc/stat."""
+    fields = [float(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def utilisation(before: tuple[float, float], after: tuple[float, float]) -> float:
+    """Machine-wide busy fraction (0-1) between two `cpu_times()` readings."""
+    total = after[1] - before[1]
+    return (after[0] - before[0]) / total if total > 0 else float("nan")
+
+
+# --- the workspace ------------------------------------------------------------------
+
+
+def demo_raw() -> dict[str, Any]:
+    """sweeps/demo.yaml as a mapping with every path made absolute, so a derived sweep
+    file can live anywhere and still read the demo's corpus."""
+    raw = yaml.safe_load(DEMO_SPEC.read_text(encoding="utf-8"))
+    base = DEMO_SPEC.parent
+    raw["output_dir"] = str((base / raw["output_dir"]).resolve())
+    raw["data"]["dir"] = str((base / raw["data"]["dir"]).resolve())
+    for key in ("sentencepiece", "dictionary"):
+        raw["model"][key] = str((base / raw["model"][key]).resolve())
+    return raw
+
+
+def set_dotted(raw: dict[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of `raw` with `{"train.epochs": 2, ...}` applied (missing levels created)."""
+    out = copy.deepcopy(raw)
+    for dotted, value in changes.items():
+        node = out
+        *parents, last = dotted.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+    return out
+
+
+def ensure_inputs() -> float:
+    """Fill the demo cache (prepared data, pretrained checkpoint) if needed, in a child
+    process (preparing imports fairseq, which reconfigures logging). Returns seconds."""
+    code = (
+        "from sweeper.specio import load_spec; "
+        "from sweeper.trainers.trial import prepare_inputs; "
+        f"prepare_inputs(load_spec({str(DEMO_SPEC)!r}))"
+    )
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], check=True, env=clean_env())
+    return time.perf_counter() - start
+
+
+def warm_imports() -> None:
+    """Import the heavy libraries once, untimed, so the first timed run does not pay for
+    reading them from a cold disk cache."""
+    code = "import torch, transformers, fairseq_cli.train, ray, mlflow"
+    subprocess.run([sys.executable, "-c", code], check=True, env=clean_env())
+
+
+def new_sweep(workdir: Path, name: str, changes: Mapping[str, Any]) -> tuple[Path, Path]:
+    """A sweep file `workdir/name.yaml` (demo spec plus `changes`, named `name`) whose
+    fresh output folder holds copies of the cached shared inputs; returns (file, out)."""
+    out = workdir / name
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    for folder in SHARED_INPUTS:
+        if (CACHE / folder).is_dir():
+            shutil.copytree(CACHE / folder, out / folder)
+    raw = set_dotted(demo_raw(), {"name": name, "output_dir": str(out), **changes})
+    path = workdir / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    return path, out

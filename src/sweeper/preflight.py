@@ -1,0 +1,96 @@
+"""Pre-flight: every input file a sweep reads is checked before anything is written.
+
+DESIGN invariant 5 (bad input fails early and clearly) needs more than a valid spec:
+`sweeper run` opens the MLflow store (a SQLite file in `output_dir`) before it
+prepares the data, and a pretrained checkpoint of the wrong shape would only fail
+inside the trials, after their runs exist. So `check_inputs` reads what the sweep
+will read, cheaply and with the same readers preparation and trials use (one way to
+check each thing): the raw splits (UTF-8, aligned text/label lines, known labels),
+the sentencepiece model (it loads), `dict.txt` (fairseq's line rules, the vocabulary
+size the arch declares) and the pretrained checkpoint (a fairseq state dict whose
+tensors match the spec's arch). The first problem is raised as a `DataError`, whose
+text reads `FILE[:LINE]: what is wrong (expected ...)`; nothing is created.
+
+Files sweeper produces itself (the generated demo corpus, its sentencepiece model and
+dict, the pretraining stage's checkpoint) are not checked here: they do not exist yet.
+"""
+
+from __future__ import annotations
+
+import pickle
+import zipfile
+
+from sweeper.data.errors import DataError
+from sweeper.spec import SweepSpec
+
+
+def check_or_exit(spec: SweepSpec) -> None:
+    """`check_inputs` for the CLI: print `error: FILE: ...` and exit 2 on a problem."""
+    from sweeper.cli.common import fail
+
+    try:
+        check_inputs(spec)
+    except DataError as exc:
+        fail(str(exc))
+
+
+def check_inputs(spec: SweepSpec) -> None:
+    """Raise DataError naming the first unusable input file of `spec`."""
+    vocab_size = None
+    if spec.data.source == "files":
+        vocab_size = check_data_files(spec)
+    check_checkpoint(spec, vocab_size or spec.model.arch.vocab_size)
+
+
+def check_data_files(spec: SweepSpec) -> int:
+    """Splits, unlabeled corpus, sentencepiece model and dict; returns the model's
+    vocabulary size as the dict defines it (4 specials + entries + `<mask>`)."""
+    from sweeper.data.prepare import check_vocab_size, find_inputs
+    from sweeper.data.rawtext import read_corpus, read_split
+    from sweeper.data.vocab import check_dict, load_sentencepiece, model_vocab_size
+
+    inputs = find_inputs(spec)
+    labels = list(spec.data.labels)
+    for name, (text, label) in inputs.splits.items():
+        read_split(name, text, label, labels)
+    if inputs.unlabeled is not None and len(read_corpus(inputs.unlabeled)) < 2:
+        raise DataError("needs at least 2 non-empty sentences (model.pretrain)", inputs.unlabeled)
+    load_sentencepiece(inputs.sentencepiece)
+    vocab_size = model_vocab_size(len(check_dict(inputs.dictionary)))
+    check_vocab_size(spec, vocab_size, inputs.dictionary)
+    return vocab_size
+
+
+def check_checkpoint(spec: SweepSpec, vocab_size: int | None) -> None:
+    """The pretrained checkpoint loads as a fairseq state dict, and (when the vocabulary
+    size is known) its encoder tensors fit the spec's arch exactly, as trials need."""
+    path = spec.model.checkpoint
+    if path is None or "pretrained" not in spec.grid.init:
+        return
+    if not path.is_file():
+        raise DataError(
+            "pretrained checkpoint not found (model.checkpoint; expected a fairseq model.pt)",
+            path,
+        )
+    import torch
+
+    from sweeper.models.init import initial_state, read_fairseq_state
+
+    expected = "expected a fairseq checkpoint saved with torch.save, e.g. fairseq's model.pt"
+    try:
+        state = read_fairseq_state(path)
+    except ValueError:
+        state = {}
+    except (pickle.UnpicklingError, zipfile.BadZipFile, RuntimeError, EOFError, OSError) as exc:
+        raise DataError(f"not a PyTorch checkpoint: {exc} ({expected})", path) from None
+    if not any(isinstance(value, torch.Tensor) for value in state.values()):
+        raise DataError(f"no `model` state dict of tensors in the file ({expected})", path)
+    if vocab_size is None:
+        return  # the generated dict does not exist yet: trials check the shapes
+    try:
+        initial_state(spec.model.arch, vocab_size, len(spec.data.labels), "pretrained", 0, path)
+    except (ValueError, AttributeError, KeyError) as exc:
+        detail = str(exc).removeprefix(f"{path} ")
+        raise DataError(
+            f"{detail} (expected the encoder of model.arch with vocab_size {vocab_size})", path
+        ) from None

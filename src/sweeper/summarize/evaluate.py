@@ -1,0 +1,152 @@
+"""`sweeper summarize --evaluate`: measure each counted trial's stored best checkpoint again.
+
+Table 1's test accuracy is what the trainer logged at the best validation step. This
+checks that record against the artifact people will reuse: download the run's
+`checkpoints/best` and `trial.json`, reload the checkpoint with the trial's framework
+(`Trainer.test_accuracy`) and classify the prepared test split. A mismatch means the
+stored checkpoint is not the one the table describes (or the data changed), which is
+exactly what a reader of the table needs to know.
+
+The trial's prepared data must be on this machine (trial.json names its folders); when
+it is not, the trial is reported as not measured, with the missing path.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sweeper import layout
+from sweeper.summarize.records import TrialResult
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+
+    from sweeper.trainers.base import TrialJob
+
+TOLERANCE = 0.01
+"""Percentage points: the trainers log accuracy to at least this precision."""
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One trial's recorded test accuracy next to the re-measured one."""
+
+    run_id: str
+    run_name: str
+    framework: str
+    best_step: int
+    recorded: float
+    measured: float | None
+    problem: str | None = None
+    """Why it could not be measured (missing artifact or data); None when measured."""
+
+    @property
+    def agrees(self) -> bool:
+        return self.measured is not None and abs(self.measured - self.recorded) <= TOLERANCE
+
+    @property
+    def verdict(self) -> str:
+        if self.measured is None:
+            return f"not measured: {self.problem}"
+        return "ok" if self.agrees else f"MISMATCH ({self.measured - self.recorded:+.2f})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "agrees": self.agrees}
+
+
+def evaluate_trials(
+    client: MlflowClient, trials: Sequence[TrialResult], log: Callable[[str], None]
+) -> list[Evaluation]:
+    """Re-measure every trial in `trials` (Table 1's rows), one at a time."""
+    import os
+
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one line per trial
+    evaluations = []
+    for number, trial in enumerate(trials, 1):
+        with tempfile.TemporaryDirectory(prefix="sweeper-evaluate-") as tmp:
+            measured, problem = None, None
+            try:
+                measured = measure(client, trial.run_id, Path(tmp))
+            except (FileNotFoundError, OSError) as exc:
+                problem = str(exc)
+        found = Evaluation(
+            trial.run_id,
+            trial.run_name,
+            trial.framework,
+            trial.best_step,
+            trial.test_accuracy,
+            measured,
+            problem,
+        )
+        log(f"evaluate {number}/{len(trials)} {trial.run_name}: {found.verdict}")
+        evaluations.append(found)
+    return evaluations
+
+
+def measure(client: MlflowClient, run_id: str, tmp: Path) -> float:
+    """Test accuracy (%) of run `run_id`'s stored best checkpoint."""
+    from mlflow.exceptions import MlflowException
+
+    from sweeper.trainers.base import TrialJob
+    from sweeper.trainers.registry import get_trainer
+
+    try:
+        config = client.download_artifacts(run_id, layout.ARTIFACT_TRIAL_CONFIG, str(tmp))
+        checkpoint = client.download_artifacts(run_id, layout.ARTIFACT_BEST_CHECKPOINT, str(tmp))
+    except MlflowException as exc:
+        raise FileNotFoundError(f"artifact missing: {exc.message.splitlines()[0]}") from None
+    job = TrialJob.load(Path(config))
+    _check_inputs(job)
+    return get_trainer(job.framework).test_accuracy(job, Path(checkpoint))
+
+
+def _check_inputs(job: TrialJob) -> None:
+    """The prepared data (and, for LoRA, the init weights) must be here to re-measure."""
+    needed = {"fairseq": [job.fairseq_data], "hf": [job.hf_data]}.get(job.framework, [])
+    if job.method == "lora":
+        needed.append(job.init_checkpoint)
+    for path in needed:
+        if not Path(path).exists():
+            raise FileNotFoundError(f"prepared input not on this machine: {path}")
+
+
+def mismatches(evaluations: Sequence[Evaluation]) -> list[Evaluation]:
+    """Trials whose stored checkpoint could not be measured or disagrees."""
+    return [e for e in evaluations if not e.agrees]
+
+
+def to_markdown(evaluations: Sequence[Evaluation]) -> str:
+    lines = [
+        f"## Test accuracy re-measured from the stored best checkpoints (tolerance "
+        f"{TOLERANCE} points)",
+        "",
+        "| Trial | Framework | Best step | Recorded | Re-measured | Verdict |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    for e in evaluations:
+        measured = "" if e.measured is None else f"{e.measured:.2f}"
+        lines.append(
+            f"| {e.run_name} | {e.framework} | {e.best_step} | {e.recorded:.2f} | "
+            f"{measured} | {e.verdict} |"
+        )
+    bad = mismatches(evaluations)
+    lines += ["", f"{len(evaluations) - len(bad)} of {len(evaluations)} agree."]
+    return "\n".join(lines) + "\n"
+
+
+def to_json(evaluations: Sequence[Evaluation]) -> str:
+    return json.dumps([e.to_dict() for e in evaluations], indent=2) + "\n"
+
+
+def write(evaluations: Sequence[Evaluation], out_dir: Path) -> list[Path]:
+    """evaluation.md and evaluation.json in `out_dir` (for --out and the parent run)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir / "evaluation.md", out_dir / "evaluation.json"]
+    paths[0].write_text(to_markdown(evaluations), encoding="utf-8")
+    paths[1].write_text(to_json(evaluations), encoding="utf-8")
+    return paths

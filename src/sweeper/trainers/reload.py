@@ -1,0 +1,105 @@
+"""Test accuracy of a stored best checkpoint, measured again outside its trainer.
+
+`sweeper summarize --evaluate` uses this to check the record: the accuracy a trial
+logged at its best validation step must be what its stored checkpoint gives on the
+test split. Each framework reloads the checkpoint the way a user would (fairseq's hub
+interface, transformers' / PEFT's `from_pretrained`), so a checkpoint that only
+sweeper could read would show up as a mismatch.
+
+Imports torch, fairseq and transformers inside the functions: only --evaluate loads them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sweeper.trainers.base import TrialJob
+
+if TYPE_CHECKING:
+    import torch
+
+EVAL_BATCH = 64
+"""Sentences per forward pass: small enough for any test split on a CPU."""
+
+
+def _device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _percent(correct: int, total: int) -> float:
+    if total == 0:
+        raise ValueError("the test split is empty")
+    return 100.0 * correct / total
+
+
+def fairseq_test_accuracy(job: TrialJob, checkpoint: Path) -> float:
+    """Reload `checkpoint` (a folder holding checkpoint_best.pt) with fairseq's hub
+    interface on the trial's prepared fairseq data and classify the test split."""
+    import torch
+    from fairseq.models.roberta import RobertaModel
+
+    from sweeper.trainers.fairseq import BEST
+    from sweeper.trainers.fairseq_main import allow_fairseq_checkpoints
+
+    allow_fairseq_checkpoints()
+    hub = RobertaModel.from_pretrained(
+        str(checkpoint),
+        checkpoint_file=BEST,
+        data_name_or_path=job.fairseq_data,
+        bpe=None,  # ids are binarized already; the default gpt2 BPE would download files
+    )
+    hub.eval().to(_device())
+    hub.task.load_dataset("test")
+    dataset = hub.task.datasets["test"]
+    correct = 0
+    with torch.no_grad():
+        for start in range(0, len(dataset), EVAL_BATCH):
+            items = [dataset[i] for i in range(start, min(start + EVAL_BATCH, len(dataset)))]
+            batch = dataset.collater(items)  # right-padded, as in training
+            tokens = batch["net_input"]["src_tokens"].to(_device())
+            predicted = hub.predict("sentence_classification_head", tokens).argmax(-1)
+            correct += int((predicted.cpu() == batch["target"].view(-1)).sum())
+    return _percent(correct, len(dataset))
+
+
+def hf_test_accuracy(job: TrialJob, checkpoint: Path) -> float:
+    """Reload `checkpoint` with transformers (full fine-tuning) or as PEFT adapters on
+    the trial's init weights (LoRA), and classify the prepared HF test split."""
+    from sweeper.trainers.hf_data import read_split
+
+    model = _hf_model(job, checkpoint).to(_device()).eval()
+    return _classify(model, read_split(Path(job.hf_data) / "test.jsonl"))
+
+
+def _hf_model(job: TrialJob, checkpoint: Path) -> torch.nn.Module:
+    if job.method == "lora":
+        from peft import PeftModel
+
+        from sweeper.models import hf_init_model
+
+        return PeftModel.from_pretrained(hf_init_model(Path(job.init_checkpoint)), checkpoint)
+    from transformers import AutoModelForSequenceClassification
+    from transformers.utils import logging
+
+    logging.disable_progress_bar()  # a bar per weight load would bury the per-trial lines
+    return AutoModelForSequenceClassification.from_pretrained(checkpoint)
+
+
+def _classify(model: torch.nn.Module, data) -> float:
+    import torch
+
+    from sweeper.trainers.hf_data import PadCollator
+
+    collate, correct = PadCollator(), 0
+    with torch.no_grad():
+        for start in range(0, len(data), EVAL_BATCH):
+            batch = collate([data[i] for i in range(start, min(start + EVAL_BATCH, len(data)))])
+            logits = model(
+                input_ids=batch["input_ids"].to(_device()),
+                attention_mask=batch["attention_mask"].to(_device()),
+            ).logits
+            correct += int((logits.argmax(-1).cpu() == batch["labels"]).sum())
+    return _percent(correct, len(data))

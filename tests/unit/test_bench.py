@@ -1,0 +1,195 @@
+"""The bench scripts' pure helpers: doc sections, ratios, interval rates, the bare
+commands they time against, and their argument parsing. Nothing here is timed: the
+benchmarks themselves run with `make bench`, never in the test suite."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from sweeper.spec import ArchConfig, TrainConfig
+from sweeper.trainers.base import TrialJob
+from sweeper.trainers.events import MetricEvent
+from sweeper.trainers.fairseq import train_args
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+sys.path.insert(0, str(BENCH))
+
+import bench_concurrency  # noqa: E402
+import bench_frameworks  # noqa: E402
+import bench_gpu_packing  # noqa: E402
+import bench_overhead  # noqa: E402
+import bench_summarize  # noqa: E402
+import common  # noqa: E402
+
+DOC = "# Benchmarks\n\n## First\n\nold first\n\n## Second\n\nold second\n"
+
+
+def test_replace_section_replaces_only_its_own_section():
+    out = common.replace_section(DOC, "First", "## First\n\nnew first\n")
+    assert out == "# Benchmarks\n\n## First\n\nnew first\n\n## Second\n\nold second\n"
+    out = common.replace_section(DOC, "Second", "## Second\n\nnew second")
+    assert out == "# Benchmarks\n\n## First\n\nold first\n\n## Second\n\nnew second\n"
+
+
+def test_replace_section_appends_a_new_section_and_matches_whole_titles():
+    out = common.replace_section(DOC, "Fir", "## Fir\n\nother\n")
+    assert out == DOC + "\n## Fir\n\nother\n"
+    assert common.replace_section("", "A", "## A\n\nx\n") == "## A\n\nx\n"
+
+
+def test_write_section_creates_then_replaces(tmp_path: Path):
+    doc = tmp_path / "docs" / "benchmarks.md"
+    common.write_section("A", "## A\n\none\n", doc)
+    common.write_section("B", "## B\n\ntwo\n", doc)
+    common.write_section("A", "## A\n\nthree\n", doc)
+    assert doc.read_text() == "# Benchmarks\n\n## A\n\nthree\n\n## B\n\ntwo\n"
+
+
+def test_header_names_command_machine_and_load():
+    lines = common.header("T", "python bench/x.py --quick", {"cpu": "test cpu"}, "0.10, 0.20, 0.30")
+    text = "\n".join(lines)
+    assert lines[0] == "## T"
+    assert "`python bench/x.py --quick`" in text
+    assert "- cpu: test cpu" in text
+    assert "- load average at start (1, 5, 15 min): 0.10, 0.20, 0.30" in text
+    assert "- load average at end: " in text
+
+
+def test_ratio_verdict_and_table():
+    assert common.ratio(33.0, 30.0) == pytest.approx(1.1)
+    with pytest.raises(ValueError):
+        common.ratio(1.0, 0.0)
+    assert common.verdict(1.05, 1.10) == "holds"
+    assert common.verdict(1.2, 1.10) == "missed"
+    assert common.verdict(1.8, 1.7, higher_is_better=True) == "holds"
+    assert common.table(["a", "b"], [[1, 2]]) == ["| a | b |", "|---|---:|", "| 1 | 2 |"]
+    assert bench_concurrency.speedup(100.0, 55.0) == pytest.approx(100 / 55)
+    assert bench_gpu_packing.trials_per_hour(8, 1800.0) == pytest.approx(16.0)
+
+
+def test_set_dotted_copies_and_creates_levels():
+    raw = {"train": {"epochs": 5, "lr": 1.0}}
+    out = common.set_dotted(raw, {"train.epochs": 2, "resources.cpu": 1, "name": "x"})
+    assert out == {"train": {"epochs": 2, "lr": 1.0}, "resources": {"cpu": 1}, "name": "x"}
+    assert raw["train"]["epochs"] == 5
+
+
+def test_demo_raw_paths_are_absolute():
+    raw = common.demo_raw()
+    assert Path(raw["data"]["dir"]).is_absolute()
+    assert Path(raw["model"]["sentencepiece"]).is_absolute()
+    assert Path(raw["output_dir"]) == common.CACHE
+
+
+def test_end_spacing_skips_the_first_trial_and_groups_by_framework():
+    ends = [("hf", 130.0), ("fairseq", 100.0), ("fairseq", 165.0), ("hf", 190.0)]
+    assert bench_overhead.end_spacing(ends) == {"hf": [30.0, 25.0], "fairseq": [35.0]}
+
+
+def event(step: int, wall: float, split: str = "train") -> MetricEvent:
+    return MetricEvent(step=step, epoch=step / 225, split=split, loss=0.5, wall_time=wall)
+
+
+def test_interval_rates_drop_warmup_and_intervals_with_an_evaluation():
+    events = [
+        event(25, 1.0),
+        event(50, 1.5),  # warm-up interval: dropped
+        event(75, 1.75),  # 100 updates/s
+        event(75, 2.0, "valid"),
+        event(75, 2.5, "test"),
+        event(100, 4.0),  # after an evaluation: no interval
+        event(125, 4.5),  # 50 updates/s
+    ]
+    assert bench_frameworks.interval_rates(events) == [100.0, 50.0]
+
+
+def job(tmp_path: Path) -> TrialJob:
+    arch = ArchConfig(layers=2, embed_dim=64, ffn_dim=128, heads=4, max_positions=64)
+    return TrialJob(
+        framework="fairseq",
+        seed=1,
+        init="random",
+        method="full",
+        train=TrainConfig(epochs=3, batch_size=8).model_dump(mode="json"),
+        lora=None,
+        arch=arch.model_copy(update={"vocab_size": 1002}).model_dump(mode="json"),
+        num_classes=2,
+        num_train=1800,
+        fairseq_data="/data/fairseq",
+        hf_data="/data/hf",
+        init_checkpoint="/init/init-random-s1.pt",
+        out_dir=str(tmp_path / "trial"),
+    )
+
+
+def test_bare_fairseq_is_stock_fairseq_train_with_the_trainers_arguments(tmp_path: Path):
+    from dataclasses import asdict
+
+    trial = job(tmp_path)
+    command = bench_overhead.bare_fairseq(asdict(trial), tmp_path / "bare")
+    assert Path(command[0]).name == "fairseq-train"
+    expected = train_args(trial)
+    save = expected.index("--save-dir") + 1
+    assert command[1 : save + 1] == expected[:save]
+    assert command[save + 1] == str(tmp_path / "bare" / "checkpoints")
+    assert command[save + 2 :] == expected[save + 1 :]
+
+
+def test_bare_hf_passes_the_jobs_recipe(tmp_path: Path):
+    from dataclasses import asdict
+
+    trial = job(tmp_path)
+    command = bench_overhead.bare_hf(asdict(trial), tmp_path / "bare")
+    assert command[1].endswith("hf_plain.py")
+    values = dict(zip(command[2::2], command[3::2], strict=False))
+    assert values["--epochs"] == "3"
+    assert values["--warmup-steps"] == "41"  # 6% of 675 updates, half up
+    assert values["--init"] == "/init/init-random-s1.pt"
+    assert values["--data"] == "/data/hf"
+
+
+def test_parsers_and_defaults():
+    args = bench_overhead.build_parser().parse_args(["--quick", "--no-doc"])
+    assert args.quick and args.no_doc and args.workdir == common.WORKDIR
+    assert bench_overhead.epochs_for(args) == bench_overhead.QUICK_EPOCHS
+    args = bench_overhead.build_parser().parse_args(["--long", "--frameworks", "hf"])
+    assert bench_overhead.epochs_for(args) == bench_overhead.LONG_EPOCHS
+    assert args.frameworks == ["hf"]
+    assert bench_overhead.epochs_for(bench_overhead.build_parser().parse_args([])) == 6
+    args = bench_concurrency.build_parser().parse_args(["--epochs", "5"])
+    assert args.epochs == 5 and not args.quick
+    assert bench_frameworks.build_parser().parse_args([]).threads == 1
+    assert bench_gpu_packing.build_parser().parse_args(["--packings", "1", "2"]).packings == [1, 2]
+    assert bench_summarize.build_parser().parse_args(["--sizes", "12"]).sizes == [12]
+
+
+def test_sweep_changes_are_valid_specs(tmp_path: Path):
+    """Each script's overrides of the demo spec pass the real schema."""
+    from sweeper.specio import validate_mapping
+
+    changes = [
+        bench_overhead.sweep_changes(10, ["fairseq", "hf"], [1, 2]),
+        bench_concurrency.changes(3, 2, 1, quick=True),
+        bench_gpu_packing.changes(4, 1, [1, 2], 5),
+    ]
+    for change in changes:
+        raw = common.set_dotted(common.demo_raw(), {"output_dir": str(tmp_path), **change})
+        validate_mapping(raw, "bench.yaml", base_dir=tmp_path)
+
+
+def test_bounds_give_the_trial_length_each_added_cost_needs():
+    figures = {
+        "bare": {"fairseq": 30.0},
+        "trial": {"fairseq": 31.0},
+        "run": {"fairseq": 50.0},
+        "steady": {"spacing": {"fairseq": [32.0, 33.0, 34.0]}},
+    }
+    lines = bench_overhead.bounds(figures, 1.10)
+    assert "- fairseq, sweeper trial: +1.0 s per trial; ratio <= 1.10 from a 10 s" in lines[2]
+    assert (
+        "- fairseq, single-trial sweep: +20.0 s per trial; ratio <= 1.10 from a 200 s" in (lines[3])
+    )
+    assert "- fairseq, steady state: +3.0 s per trial; ratio <= 1.10 from a 30 s" in lines[4]

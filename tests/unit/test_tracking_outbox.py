@@ -1,0 +1,185 @@
+"""The driver's buffered, retried MLflow writes (sweeper.tracking.outbox), with a fake
+store that is down for its first N calls and a fake clock: order kept, nothing lost,
+nothing sent twice, the backoff respected, and the bound enforced."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+from sweeper import layout
+from sweeper.tracking.outbox import QUICK_HTTP, Outbox, TrackingDown, quick_http
+from sweeper.tracking.recorder import MetricLog, Recorder
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class Rejected(Exception):
+    error_code = "INVALID_PARAMETER_VALUE"
+
+
+class FlakyClient:
+    """MlflowClient's write methods; the first `down` calls fail like a refused
+    connection (MLflow raises MlflowException with INTERNAL_ERROR then)."""
+
+    def __init__(self, down: int) -> None:
+        self.down = down
+        self.calls = 0
+        self.points: dict[str, list[tuple[int, str, float]]] = {}
+        self.tags: dict[str, dict[str, str]] = {}
+        self.status: dict[str, str] = {}
+        self.log: list[str] = []
+
+    def _call(self, what: str) -> None:
+        self.calls += 1
+        if self.calls <= self.down:
+            raise ConnectionError(f"connection refused ({what})")
+        self.log.append(what)
+
+    def log_batch(self, run_id: str, metrics: Any = (), tags: Any = (), **_: Any) -> None:
+        self._call("log_batch")
+        self.points.setdefault(run_id, []).extend((m.step, m.key, m.value) for m in metrics)
+        self.tags.setdefault(run_id, {}).update({t.key: t.value for t in tags})
+
+    def update_run(self, run_id: str, status: str) -> None:
+        self._call("update_run")
+        self.status[run_id] = status
+
+    def set_terminated(self, run_id: str, status: str) -> None:
+        self._call("set_terminated")
+        self.status[run_id] = status
+
+    def log_text(self, run_id: str, text: str, name: str) -> None:
+        self._call("log_text")
+
+
+def _recorder(client: FlakyClient, clock: Clock, bound: float = 60.0) -> Recorder:
+    outbox = Outbox(bound, clock=clock, sleep=clock.sleep, log=client.log.append)
+    return Recorder(client, {"k": "run"}, MetricLog(), outbox)  # type: ignore[arg-type]
+
+
+def _report(first: int, last: int) -> dict[str, Any]:
+    return {"points": [[s, layout.METRIC_TRAIN_LOSS, 1.0 / s] for s in range(first, last + 1)]}
+
+
+def test_writes_during_an_outage_are_kept_in_order_and_sent_once_it_ends():
+    client, clock = FlakyClient(down=3), Clock()
+    recorder = _recorder(client, clock)
+    recorder.started("k", "ray_0")  # call 1 fails: buffered, retry due at t=1
+    recorder.result("k", _report(1, 5))  # not due yet: queued, no call made
+    assert client.calls == 1 and len(recorder.outbox.pending) == 3
+    clock.now = 1.0
+    recorder.result("k", _report(6, 10))  # due: call 2 fails, backoff 2 s
+    clock.now = 2.5
+    recorder.result("k", _report(11, 12))  # not due (t < 3)
+    assert client.calls == 2
+    clock.now = 3.0
+    recorder.finished("k")  # due: call 3 fails, backoff 4 s
+    assert client.calls == 3 and not client.status
+    recorder.drain()  # waits until t=7, then everything goes through
+    assert clock.now == 7.0
+    assert not recorder.outbox.pending
+    steps = [s for s, _, _ in client.points["run"]]
+    assert steps == list(range(1, 13))  # every point once, in order
+    assert client.status["run"] == "FINISHED"
+    assert client.tags["run"][layout.TAG_STATUS] == layout.STATUS_FINISHED
+    calls = [line for line in client.log if " " not in line]
+    assert calls[0] == "log_batch" and calls[1] == "update_run"  # RUNNING first
+    assert calls[-1] == "set_terminated"  # FINISHED last, as they were made
+    messages = [line for line in client.log if " " in line]
+    assert "buffering writes" in messages[0]
+    assert messages[1] == "tracking store reachable again after 7.0s; 7 buffered write(s) sent"
+
+
+def test_a_store_that_stays_down_stops_the_sweep_at_the_bound():
+    client, clock = FlakyClient(down=10**6), Clock()
+    recorder = _recorder(client, clock, bound=100.0)
+    recorder.result("k", _report(1, 3))
+    clock.now = 50.0
+    recorder.check()  # within the bound: keeps buffering
+    clock.now = 101.0
+    with pytest.raises(TrackingDown) as raised:
+        recorder.check()
+    assert raised.value.pending == 1
+    assert "connection refused" in str(raised.value)
+
+
+def test_drain_gives_up_after_the_bound_with_backoff_capped():
+    client, clock = FlakyClient(down=10**6), Clock()
+    recorder = _recorder(client, clock, bound=120.0)
+    recorder.result("k", _report(1, 2))
+    with pytest.raises(TrackingDown):
+        recorder.drain()
+    assert 120.0 < clock.now <= 135.0  # the bound, plus at most one capped delay
+    # attempts at 0, 1, 3, 7, 15, 30, 45, ..., 120, 135: backoff doubles up to 15 s
+    assert client.calls == 13
+
+
+def test_a_permanent_rejection_is_raised_not_buffered():
+    outbox = Outbox(60.0)
+
+    def reject() -> None:
+        raise Rejected("bad value")
+
+    with pytest.raises(Rejected):
+        outbox.put("tags", reject)
+    assert not outbox.pending
+
+
+def test_no_outage_means_no_waiting_and_no_message():
+    client, clock = FlakyClient(down=0), Clock()
+    recorder = _recorder(client, clock)
+    recorder.started("k", "ray_0")
+    recorder.result("k", {**_report(1, 3), "node": "a"})
+    recorder.result("k", {**_report(4, 4), "node": "b"})  # retried elsewhere: re-tagged
+    recorder.drain()
+    assert clock.now == 0.0 and client.log == [
+        "log_batch",
+        "update_run",
+        "log_batch",
+        "log_batch",
+        "log_batch",
+        "log_batch",
+    ]
+    assert client.tags["run"][layout.TAG_NODE] == "b"
+
+
+def test_quick_http_turns_mlflow_retries_off_for_one_attempt_only(monkeypatch):
+    monkeypatch.delenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", raising=False)
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "7")  # the user's setting wins
+    with quick_http():
+        assert (
+            os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"]
+            == QUICK_HTTP["MLFLOW_HTTP_REQUEST_MAX_RETRIES"]
+        )
+        assert os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == "7"
+    assert "MLFLOW_HTTP_REQUEST_MAX_RETRIES" not in os.environ
+    assert os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == "7"
+
+
+def test_an_error_txt_the_store_refuses_does_not_hold_up_the_failed_status():
+    """error.txt goes to the artifact store, which may be what failed (scenario e): it
+    is dropped with a warning, and the FAILED status and error tag still go through."""
+    client, clock = FlakyClient(down=0), Clock()
+
+    def refuse(run_id: str, text: str, name: str) -> None:
+        raise NotADirectoryError("artifact folder is a file")
+
+    client.log_text = refuse  # type: ignore[method-assign]
+    recorder = _recorder(client, clock)
+    recorder.failed("k", "UploadError: artifact upload to file:///x failed")
+    assert not recorder.outbox.pending
+    assert client.status["run"] == "FAILED"
+    assert client.tags["run"][layout.TAG_ERROR].startswith("UploadError")
+    assert "error.txt of run run not recorded: artifact folder is a file" in client.log
