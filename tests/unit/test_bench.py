@@ -193,3 +193,9 @@ def test_bounds_give_the_trial_length_each_added_cost_needs():
         "- fairseq, single-trial sweep: +20.0 s per trial; ratio <= 1.10 from a 200 s" in (lines[3])
     )
     assert "- fairseq, steady state: +3.0 s per trial; ratio <= 1.10 from a 30 s" in lines[4]
+
+
+def test_a_speedup_above_the_physical_limit_is_not_called_a_pass():
+    assert bench_concurrency.speedup_verdict(1.8) == "holds"
+    assert bench_concurrency.speedup_verdict(1.5) == "missed"
+    assert bench_concurrency.speedup_verdict(2.7).startswith("above the limit")
