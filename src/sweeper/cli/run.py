@@ -72,7 +72,7 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
 
 
 @dataclass
-class _Sweep:
+class Sweep:
     """What the steps of one `sweeper run` share once the store is open."""
 
     args: argparse.Namespace
@@ -101,11 +101,11 @@ def run(args: argparse.Namespace) -> int:
 
         return run_search(args, spec)
     sweep = _open(args, spec)
-    inputs = _prepare(spec)
-    return _run_sweep(sweep, inputs)
+    inputs = prepare_or_exit(spec)
+    return run_grid(sweep, inputs)
 
 
-def _open(args: argparse.Namespace, spec: SweepSpec) -> _Sweep:
+def _open(args: argparse.Namespace, spec: SweepSpec) -> Sweep:
     """Check the store and decide what to run; exit 2 before anything is created."""
     from mlflow.exceptions import MlflowException
 
@@ -134,10 +134,10 @@ def _open(args: argparse.Namespace, spec: SweepSpec) -> _Sweep:
         flush=True,
     )
     by_key = {t.key: t for t in trials}
-    return _Sweep(args, spec, by_key, plan, client, experiment_id, uri)
+    return Sweep(args, spec, by_key, plan, client, experiment_id, uri)
 
 
-def _prepare(spec: SweepSpec) -> SweepInputs:
+def prepare_or_exit(spec: SweepSpec) -> SweepInputs:
     """Data and pretrained checkpoint, once, before any trial and any run is created:
     exit 2 on bad data, 1 if pretraining fails."""
     from sweeper.data.errors import DataError
@@ -155,7 +155,7 @@ def _prepare(spec: SweepSpec) -> SweepInputs:
         quiet_root_logger()  # binarizing imported fairseq
 
 
-def _run_sweep(sweep: _Sweep, inputs: SweepInputs) -> int:
+def run_grid(sweep: Sweep, inputs: SweepInputs) -> int:
     """Create the runs, run the trials that need running, close the record, summarise."""
     from sweeper.layout import METRIC_NAMES
     from sweeper.tracking.outbox import Outbox, TrackingDown
@@ -199,7 +199,7 @@ def _run_sweep(sweep: _Sweep, inputs: SweepInputs) -> int:
 
 
 def _run_on_ray(
-    sweep: _Sweep, inputs: SweepInputs, refs: dict[str, RunRef], recorder: Recorder, parent: str
+    sweep: Sweep, inputs: SweepInputs, refs: dict[str, RunRef], recorder: Recorder, parent: str
 ) -> list[str]:
     """Run `refs`' trials on Ray; returns the names of those that did not finish."""
     import os
@@ -212,7 +212,7 @@ def _run_on_ray(
     from sweeper.tune import TrialContext, build_tuner, start_ray
 
     spec, args = sweep.spec, sweep.args
-    views = {key: _view(trial, inputs) for key, trial in sweep.trials.items()}
+    views = {key: trial_view(trial, inputs) for key, trial in sweep.trials.items()}
     for key in sweep.plan.done:
         views[key].status = DONE_BEFORE
     ctx = TrialContext(
@@ -252,7 +252,7 @@ def _warn(line: str) -> None:
     print(f"warning: {line}", file=sys.stderr, flush=True)
 
 
-def _tracking_down(sweep: _Sweep, exc: Exception) -> None:
+def _tracking_down(sweep: Sweep, exc: Exception) -> None:
     """The store stayed unreachable past the outbox's bound: stop with exit 1, saying
     how to record what is missing (the trials' events files hold every point)."""
     again = " ".join(["sweeper run", sweep.args.spec, *sweep.args.overrides, "--resume"])
@@ -265,14 +265,14 @@ def _tracking_down(sweep: _Sweep, exc: Exception) -> None:
     raise SystemExit(1)
 
 
-def _view(trial: Trial, inputs: SweepInputs) -> TrialView:
+def trial_view(trial: Trial, inputs: SweepInputs) -> TrialView:
     from sweeper.progress import TrialView
 
     per_epoch = -(-inputs.num_train // int(trial.train["batch_size"]))
     return TrialView(name=trial.name, total=per_epoch * int(trial.train["epochs"]))
 
 
-def _summarise(sweep: _Sweep) -> None:
+def _summarise(sweep: Sweep) -> None:
     """Print the summariser's tables and log its report to the parent run."""
     import tempfile
 

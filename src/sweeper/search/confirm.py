@@ -21,7 +21,7 @@ from sweeper import layout
 if TYPE_CHECKING:
     from mlflow import MlflowClient
 
-    from sweeper.cli.run import _Sweep
+    from sweeper.cli.run import Sweep
     from sweeper.spec import SweepSpec
     from sweeper.summarize.records import SearchGroup
     from sweeper.tracking.runs import FoundRun
@@ -54,9 +54,9 @@ def confirm_sweep(
     bases: list[Trial],
     best: dict[str, SearchGroup],
     found_runs: list[FoundRun],
-) -> tuple[_Sweep, list[str]]:
+) -> tuple[Sweep, list[str]]:
     """The confirm stage as a grid sweep: each group's best values over grid.seed."""
-    from sweeper.cli.run import _Sweep
+    from sweeper.cli.run import Sweep
     from sweeper.tracking.runs import plan_runs
     from sweeper.trials import make_trial
 
@@ -86,7 +86,7 @@ def confirm_sweep(
         f"{len(plan.resume)} to resume, {len(plan.create)} new)",
         flush=True,
     )
-    sweep = _Sweep(
+    sweep = Sweep(
         args, spec, trials, plan, client, experiment_id, uri,
         stage="confirm", tags=tags,
     )  # fmt: skip

@@ -51,7 +51,7 @@ class _Store:
 def run_search(args: argparse.Namespace, spec: SweepSpec) -> int:
     """Search every group, confirm each group's best configuration; exit status as
     `sweeper run` (1 when a trial failed past its retries or a group had no result)."""
-    from sweeper.cli.run import _prepare, _run_sweep
+    from sweeper.cli.run import prepare_or_exit, run_grid
     from sweeper.search.confirm import best_configs, confirm_sweep
     from sweeper.search.study import reset_study, storage_url, study_name
     from sweeper.tracking.runs import find_trial_runs
@@ -71,7 +71,7 @@ def run_search(args: argparse.Namespace, spec: SweepSpec) -> int:
         f"{spec.grid.seed}",
         flush=True,
     )
-    inputs = _prepare(spec)
+    inputs = prepare_or_exit(spec)
     parent = _open_parent(
         args, spec, store, len(bases) * (search.num_samples + len(spec.grid.seed))
     )
@@ -89,7 +89,7 @@ def run_search(args: argparse.Namespace, spec: SweepSpec) -> int:
         sweep, missing = confirm_sweep(
             args, spec, store.client, store.experiment_id, store.uri, bases, best, found
         )
-        code = _run_sweep(sweep, inputs)
+        code = run_grid(sweep, inputs)
     finally:
         if embedded:
             import ray
@@ -207,7 +207,7 @@ def _search_group(
 ) -> int | None:
     """One group's search, continuing its study; returns how many trials failed, or
     None if it was stopped before all its trials ended."""
-    from sweeper.cli.run import _view
+    from sweeper.cli.run import trial_view
     from sweeper.progress import FAILED, Progress
     from sweeper.search.study import completed, open_study, reconcile, study_name
     from sweeper.tracking.outbox import Outbox
@@ -232,7 +232,7 @@ def _search_group(
     )
     recorder = Recorder(store.client, {}, MetricLog(), Outbox())
     with Progress({}) as progress:
-        driver = _driver(spec, store, base, parent, recorder, progress, inputs, _view)
+        driver = _driver(spec, store, base, parent, recorder, progress, inputs, trial_view)
         callback = _fit(args, spec, store, driver, name, todo, len(study.trials), stamp, inputs)
     stopped = [key for key in driver.keys if key not in callback.ended]
     for key in stopped:  # the sweep was stopped (Ctrl-C): resumable
