@@ -7,33 +7,20 @@ import json
 from dataclasses import replace
 
 from conftest import minimal_spec
+from test_summarize_select import BASE
 
 from sweeper import layout
 from sweeper.specio import validate_mapping
-from sweeper.summarize.records import Point, RunRecord, Summary
+from sweeper.summarize.records import Point, Summary
 from sweeper.summarize.search import pick_best, score, search_groups
 from sweeper.summarize.tables import to_markdown, to_plain
 from sweeper.trials import make_trial
 
-RUN = RunRecord(
-    run_id="r1",
+RUN = replace(
+    BASE,  # the summariser tests' finished trial, as a search-stage one
     run_name="hf-pretrained-full-s1-search-aaaaaa",
-    parent_run_id="p",
-    mlflow_status="FINISHED",
-    start_time=1000,
     end_time=2000,
-    role=layout.ROLE_TRIAL,
-    sweep="demo",
-    trial_key="k1",
-    group="hf/pretrained/full",
-    seed=1,
-    init="pretrained",
-    framework="hf",
-    method="full",
     stage="search",
-    status=layout.STATUS_FINISHED,
-    error=None,
-    trainable_params=None,
     search_params=json.dumps({"train.lr": 1e-4}),
 )
 

@@ -15,8 +15,14 @@ examples:
   sweeper run sweeps/demo.yaml
   sweeper run sweeps/demo.yaml train.epochs=1 grid.seed=[1] --max-concurrent 1
   sweeper run sweeps/demo.yaml --resume
+  sweeper run sweeps/search.yaml           # Optuna + ASHA search, then confirm
   sweeper run sweeps/roberta.yaml --address HEAD:6379 --tracking-uri http://HOST:5000
   ray job submit --address http://HEAD:8265 --working-dir . -- sweeper run sweeps/roberta.yaml
+
+With a `search:` block the command runs two stages: per group (init × framework ×
+method), Optuna samples `num_samples` configurations on the tuning seed (ASHA may stop
+weak ones early; the study lives in output_dir/optuna.db, so --resume continues it),
+then each group's best configuration is confirmed over every grid.seed.
 
 A tracking server that goes away mid-sweep costs nothing: the driver buffers its writes
 and retries them, for up to $SWEEPER_TRACKING_RETRY_S seconds (default 300) of outage.
