@@ -19,6 +19,8 @@ MLflow layout:
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 # Tags on every run.
 TAG_ROLE = "sweeper.role"  # "sweep" | "trial"
 ROLE_SWEEP = "sweep"
@@ -46,10 +48,45 @@ TAG_SEARCH_METRIC = "sweeper.search_metric"  # e.g. "valid_accuracy"
 TAG_SEARCH_MODE = "sweeper.search_mode"  # "max" | "min"
 TAG_OPTUNA_STORAGE = "sweeper.optuna_storage"  # Optuna RDB URL holding one study per group
 
-STATUS_FINISHED = "finished"
-STATUS_FAILED = "failed"
-STATUS_EARLY_STOPPED = "early_stopped"
-STATUS_RUNNING = "running"
+
+
+class Stage(StrEnum):
+    """Which stage of a sweep made a trial run (the `sweeper.stage` tag)."""
+
+    GRID = "grid"
+    """A grid trial: one combination of the spec's grid."""
+    SEARCH = "search"
+    """A search trial: values sampled by Optuna on the tuning seed; never tabulated."""
+    CONFIRM = "confirm"
+    """A group's best searched values, re-run over every grid seed."""
+
+
+class Status(StrEnum):
+    """sweeper's own fate of a trial run (the `sweeper.status` tag). MLflow's run status
+    alone cannot say it: an early-stopped trial is FINISHED there, and a crashed driver
+    leaves runs RUNNING."""
+
+    FINISHED = "finished"
+    FAILED = "failed"
+    EARLY_STOPPED = "early_stopped"
+    RUNNING = "running"
+
+
+class RunState(StrEnum):
+    """MLflow's own run status, as its API spells it."""
+
+    RUNNING = "RUNNING"
+    SCHEDULED = "SCHEDULED"
+    FINISHED = "FINISHED"
+    FAILED = "FAILED"
+    KILLED = "KILLED"
+
+
+# Transitional aliases; new code uses the enums above.
+STATUS_FINISHED = Status.FINISHED
+STATUS_FAILED = Status.FAILED
+STATUS_EARLY_STOPPED = Status.EARLY_STOPPED
+STATUS_RUNNING = Status.RUNNING
 
 # Metrics, logged with step = number of updates.
 METRIC_TRAIN_LOSS = "train_loss"
