@@ -1,6 +1,7 @@
 # sweeper — set-up and everyday commands. Everything installs into .venv.
 #   make demo    install if needed, then run the demo sweep on this machine
-#   make test    install if needed, then run the whole test suite
+#   make test    install if needed, lint, then run the whole test suite
+#   make lint    ruff, the import-layer contract of docs/architecture.md, no import cycles
 PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -22,15 +23,19 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -c "import fairseq, torch, transformers, ray, mlflow, peft, optuna"
 	@touch $@
 
-test: install
+test: install lint
 	$(BIN)/pytest
 
 test-fast: install
 	$(BIN)/pytest -m "not integration and not slow"
 
+# The layers (docs/architecture.md) are import-linter contracts in pyproject.toml;
+# tools/check_cycles.py adds "no import cycle between any two modules of src/sweeper".
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
+	$(BIN)/python tools/check_cycles.py sweeper
 
 format: install
 	$(BIN)/ruff check --fix .
@@ -58,14 +63,14 @@ bench: install
 # test fails (its row says FAIL), and the target then fails too.
 RELIABILITY_LOG   := report/reliability.jsonl
 RELIABILITY_COMMAND ?= make reliability
-RELIABILITY_TESTS  = $(shell grep -l '^from reliability import' tests/integration/test_*.py)
+RELIABILITY_TESTS  = $(shell grep -l '^from tests.support.reliability import' tests/integration/test_*.py)
 reliability: install
 	$(if $(RELIABILITY_TESTS),,$(error no test file imports reliability.record))
 	@mkdir -p report && rm -f $(RELIABILITY_LOG)
 	SWEEPER_RELIABILITY_LOG=$(abspath $(RELIABILITY_LOG)) $(BIN)/pytest $(RELIABILITY_TESTS) \
 		--junitxml=report/reliability-junit.xml; \
 	status=$$?; \
-	$(BIN)/python tests/integration/reliability_report.py $(RELIABILITY_LOG) docs/reliability.md \
+	$(BIN)/python tests/support/reliability_report.py $(RELIABILITY_LOG) docs/reliability.md \
 		--junit report/reliability-junit.xml --command "$(RELIABILITY_COMMAND)" && exit $$status
 
 clean:

@@ -16,7 +16,7 @@ backward, optimizer, data loading, its logging), not of start-up or evaluation.
 Both arches keep the demo data's max_positions (64): its sentences have at most 21
 tokens, so the lab's 256 positions would change only an unused embedding table. A
 difference in updates per second is the part of a framework difference that is speed;
-the models and inputs are otherwise identical (DESIGN invariant 2).
+the models and inputs are otherwise identical (docs/architecture.md, invariant 2).
 """
 
 from __future__ import annotations

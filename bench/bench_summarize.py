@@ -71,9 +71,9 @@ def build_store(folder: Path, n: int) -> str:
     for i in range(n):
         framework, init = GROUPS[i % len(GROUPS)]
         seed = i // len(GROUPS) + 1
-        status = layout.STATUS_FINISHED
+        status = layout.Status.FINISHED
         if i % 50 == 49:
-            status = layout.STATUS_FAILED if i % 100 == 99 else layout.STATUS_EARLY_STOPPED
+            status = layout.Status.FAILED if i % 100 == 99 else layout.Status.EARLY_STOPPED
         tags = {
             MLFLOW_PARENT_RUN_ID: parent,
             layout.TAG_ROLE: layout.ROLE_TRIAL,
@@ -90,7 +90,7 @@ def build_store(folder: Path, n: int) -> str:
         }
         run_id = client.create_run(experiment_id, tags=tags, run_name=f"run-{i}").info.run_id
         client.log_batch(run_id, metrics=_metrics(rng, init == "pretrained"))
-        client.set_terminated(run_id, "FAILED" if status == layout.STATUS_FAILED else "FINISHED")
+        client.set_terminated(run_id, "FAILED" if status == layout.Status.FAILED else "FINISHED")
     client.set_terminated(parent, "FINISHED")
     done.write_text(f"{n} trial runs\n")
     return uri

@@ -9,7 +9,9 @@ then only checks the cache, as a second `sweeper run` of the demo does. Filling 
 cache (`ensure_inputs`) happens once, outside every timed part.
 
 Scripts put `bench/` on sys.path by being run as `python bench/NAME.py`; this module
-is imported as `common`.
+is imported as `common`, and puts the repository root on sys.path for what the
+benchmarks share with the tests (tests/support/processes.py: the CLI command, the clean
+environment, stopping a process group). bench/ imports tests.support, never the reverse.
 """
 
 from __future__ import annotations
@@ -33,6 +35,13 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tests.support import processes  # noqa: E402
+from tests.support.processes import kill_group  # noqa: E402
+from tests.support.processes import sweeper_command as sweeper_command  # noqa: E402
+
 DOC = ROOT / "docs" / "benchmarks.md"
 DEMO_SPEC = ROOT / "sweeps" / "demo.yaml"
 CACHE = ROOT / "runs" / "demo"
@@ -219,7 +228,7 @@ def run_timed(
                     raise
     finally:
         if proc.poll() is None:
-            os.killpg(proc.pid, 9)
+            kill_group(proc.pid)
             proc.wait()
     wall = time.perf_counter() - start
     reader.join()
@@ -255,17 +264,11 @@ def tree_cpu(root: int) -> dict[int, float]:
     return {pid: seconds[pid] for pid in tree if pid in seconds}
 
 
-def sweeper_command(*args: str | Path) -> list[str]:
-    """The CLI, run by this interpreter (the project's environment)."""
-    return [sys.executable, "-m", "sweeper.cli.main", *map(str, args)]
-
-
 def clean_env(threads: int | None = None) -> dict[str, str]:
-    """Environment of a timed run: local Ray, local store, no telemetry; with `threads`,
-    the trial's thread pinning (sweeper.trainers.runner.thread_env)."""
-    env = {k: v for k, v in os.environ.items() if k not in {"RAY_ADDRESS", "MLFLOW_TRACKING_URI"}}
-    env.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-    env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    """Environment of a timed run: the tests' clean environment (local Ray, local store,
+    no telemetry); with `threads`, the trial's thread pinning
+    (sweeper.trainers.runner.thread_env)."""
+    env = processes.clean_env()
     if threads is not None:
         from sweeper.trainers.runner import thread_env
 

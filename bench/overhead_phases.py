@@ -53,7 +53,7 @@ def time_phases(spec_path: str, trial_folder: str) -> dict[str, float]:
         timings.update(_record_phases(spec, Path(spec_path), client, experiment_id, inputs))
         timings.update(_artifact_phase(Path(trial_folder), client, experiment_id))
     start = time.perf_counter()
-    from sweeper.tune import start_ray
+    from sweeper.tune.cluster import start_ray
 
     start_ray(None, Path(tempfile.gettempdir()) / "sweeper-bench-ray.log")
     ray.shutdown()

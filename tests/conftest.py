@@ -1,8 +1,8 @@
-"""Shared fixtures: small specs written to tmp_path, and GPU-test skipping."""
+"""Shared fixtures: small specs written to tmp_path, and GPU-test skipping (shared
+names that tests import live in tests/support/)."""
 
 from __future__ import annotations
 
-import copy
 import os
 from pathlib import Path
 from typing import Any
@@ -14,26 +14,9 @@ import yaml
 # vendor: tests send traffic to 127.0.0.0/8 only. The CLI sets the same defaults.
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-
-REPO = Path(__file__).resolve().parents[1]
-SWEEPS = REPO / "sweeps"
-
-MINIMAL: dict[str, Any] = {
-    "name": "t",
-    "output_dir": "out",
-    "data": {"source": "files", "dir": "data"},
-    "model": {
-        "arch": {"layers": 1, "embed_dim": 16, "ffn_dim": 16, "heads": 2, "max_positions": 32},
-        "sentencepiece": "m/sp.model",
-        "dictionary": "m/dict.txt",
-        "checkpoint": "m/model.pt",
-    },
-}
-
-
-def minimal_spec() -> dict[str, Any]:
-    """A fresh copy of the smallest valid spec (files that need not exist)."""
-    return copy.deepcopy(MINIMAL)
+# The test-only `dummy` trainer is a plugin (sweeper.frameworks): every process a test
+# starts (the CLI, Ray workers, Ray job drivers) inherits this and knows it too.
+os.environ["SWEEPER_PLUGINS"] = "sweeper.trainers.dummy:register"
 
 
 @pytest.fixture

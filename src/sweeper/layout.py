@@ -34,8 +34,8 @@ TAG_SEED = "sweeper.seed"
 TAG_INIT = "sweeper.init"
 TAG_FRAMEWORK = "sweeper.framework"
 TAG_METHOD = "sweeper.method"
-TAG_STAGE = "sweeper.stage"  # "grid" | "search" | "confirm"
-TAG_STATUS = "sweeper.status"  # "finished" | "failed" | "early_stopped" | "running"
+TAG_STAGE = "sweeper.stage"  # a Stage: "grid" | "search" | "confirm"
+TAG_STATUS = "sweeper.status"  # a Status: "finished" | "failed" | "early_stopped" | "running"
 TAG_RAY_TRIAL_ID = "sweeper.ray_trial_id"
 TAG_NODE = "sweeper.node"
 TAG_ERROR = "sweeper.error"  # last lines of the error, for failed trials
@@ -47,7 +47,6 @@ TAG_SEARCH_PARAMS = "sweeper.search_params"  # search/confirm trials: JSON of th
 TAG_SEARCH_METRIC = "sweeper.search_metric"  # e.g. "valid_accuracy"
 TAG_SEARCH_MODE = "sweeper.search_mode"  # "max" | "min"
 TAG_OPTUNA_STORAGE = "sweeper.optuna_storage"  # Optuna RDB URL holding one study per group
-
 
 
 class Stage(StrEnum):
@@ -81,12 +80,6 @@ class RunState(StrEnum):
     FAILED = "FAILED"
     KILLED = "KILLED"
 
-
-# Transitional aliases; new code uses the enums above.
-STATUS_FINISHED = Status.FINISHED
-STATUS_FAILED = Status.FAILED
-STATUS_EARLY_STOPPED = Status.EARLY_STOPPED
-STATUS_RUNNING = Status.RUNNING
 
 # Metrics, logged with step = number of updates.
 METRIC_TRAIN_LOSS = "train_loss"

@@ -196,8 +196,6 @@ def _check_tunable(key: str) -> None:
 
 
 Init = Literal["pretrained", "random"]
-Framework = Literal["fairseq", "hf", "dummy"]
-"""`dummy` runs no framework (a scripted learning curve): for tests of the machinery."""
 Method = Literal["full", "lora"]
 
 
@@ -206,7 +204,9 @@ class GridConfig(Strict):
 
     seed: list[int] = Field(default_factory=lambda: [1, 2, 3], min_length=1)
     init: list[Init] = Field(default_factory=lambda: ["pretrained", "random"], min_length=1)
-    framework: list[Framework] = Field(default_factory=lambda: ["fairseq", "hf"], min_length=1)
+    framework: list[str] = Field(default_factory=lambda: ["fairseq", "hf"], min_length=1)
+    """Registered frameworks (`fairseq`, `hf`; plugins add more, see `sweeper.frameworks`).
+    A name nobody registered is reported by the spec loader with the registered ones."""
     method: list[Method] = Field(default_factory=lambda: ["full"], min_length=1)
     params: dict[str, list[Any]] = Field(default_factory=dict)
     """Extra axes by dotted field, e.g. `train.lr: [1e-5, 3e-5]` or `lora.r: [8, 16]`."""

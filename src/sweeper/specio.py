@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from sweeper import frameworks
 from sweeper.spec import SweepSpec
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -65,11 +66,32 @@ def load_spec(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> 
 
 
 def validate_mapping(raw: dict[str, Any], shown: str, base_dir: Path) -> SweepSpec:
-    """Validate an already-loaded mapping (used by load_spec and by tests)."""
+    """Validate an already-loaded mapping (used by load_spec and by tests): the schema's
+    problems and the framework table's, all reported at once."""
+    problems = _framework_problems(raw, shown)
     try:
-        return SweepSpec.model_validate(raw, context={"base_dir": base_dir})
+        spec = SweepSpec.model_validate(raw, context={"base_dir": base_dir})
     except ValidationError as exc:
-        raise SpecError([_problem(shown, err) for err in exc.errors()]) from None
+        problems = [_problem(shown, err) for err in exc.errors()] + problems
+        raise SpecError(problems) from None
+    if problems:
+        raise SpecError(problems)
+    return spec
+
+
+def _framework_problems(raw: dict[str, Any], shown: str) -> list[SpecProblem]:
+    """`grid.framework` names nobody registered (the schema takes any string: which
+    frameworks exist is `sweeper.frameworks`' to say, plugins included)."""
+    grid = raw.get("grid")
+    chosen = grid.get("framework") if isinstance(grid, dict) else None
+    if not isinstance(chosen, list):
+        return []
+    known = frameworks.names()
+    return [
+        SpecProblem(shown, f"grid.framework.{i}", frameworks.unknown(name))
+        for i, name in enumerate(chosen)
+        if isinstance(name, str) and name not in known
+    ]
 
 
 def _interpolate(value: Any, loc: tuple[str, ...], shown: str, problems: list) -> Any:

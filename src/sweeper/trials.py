@@ -1,9 +1,10 @@
 """From a validated spec to the list of trials, each with its stable trial key.
 
-The trial key is the identity the whole product hangs on (DESIGN invariant 1): one key,
-one MLflow run, however often the trial is retried or resumed. It hashes the sweep name
-and everything that changes what the trial computes, and nothing that does not (paths,
-concurrency, retries), so moving a sweep folder or re-running it finds the same runs.
+The trial key is the identity the whole product hangs on (docs/architecture.md,
+invariant 1): one key, one MLflow run, however often the trial is retried or resumed. It
+hashes the sweep name and everything that changes what the trial computes, and nothing
+that does not (paths, concurrency, retries), so moving a sweep folder or re-running it
+finds the same runs.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from sweeper import frameworks
 from sweeper.redact import safe_name
 from sweeper.spec import SweepSpec
 
@@ -93,9 +95,10 @@ def expand(spec: SweepSpec, seeds: list[int] | None = None) -> tuple[list[Trial]
         seeds if seeds is not None else spec.grid.seed,
     )
     for framework, init, method, values, seed in axes:
-        if framework == "fairseq" and method == "lora":
+        why_not = frameworks.unsupported(framework, method)
+        if why_not is not None:
             combo = f"framework={framework} method={method}"
-            skipped[combo] = Skipped(combo, "LoRA trials run on HF (PEFT) only")
+            skipped[combo] = Skipped(combo, why_not)
             continue
         varied = dict(zip(params, values, strict=True))
         trial = make_trial(

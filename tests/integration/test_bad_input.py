@@ -1,4 +1,5 @@
-"""Bad input fails early and clearly (DESIGN invariant 5), through the real `sweeper run`.
+"""Bad input fails early and clearly (docs/architecture.md, invariant 5), through the
+real `sweeper run`.
 
 Every case starts from a complete, valid set of inputs (raw splits, sentencepiece
 model, dict.txt, a pretrained checkpoint of the spec's arch; `test_the_valid_inputs_
@@ -25,8 +26,10 @@ from typing import Any
 
 import pytest
 import yaml
-from reliability import record
-from sweep_support import sweeper_command, sweeper_env
+
+from tests.support.processes import sweeper_command
+from tests.support.reliability import record
+from tests.support.sweeps import sweeper_env
 
 pytestmark = pytest.mark.integration
 
@@ -221,7 +224,7 @@ CASES: list[tuple[str, str, Mutate, list[str]]] = [
 
 def test_the_valid_inputs_pass_preflight(tmp_path, valid_inputs):
     """The baseline every case breaks is itself accepted (else the cases prove nothing)."""
-    from sweeper.preflight import check_inputs
+    from sweeper.engine.preflight import check_inputs
     from sweeper.specio import validate_mapping
 
     case = new_case(tmp_path, valid_inputs)

@@ -16,10 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cluster import RAY, SWEEPER, RayCluster, ray_cluster
-from sweep_support import new_sweep, runs_by_role
 
 from sweeper import layout
+from tests.support.cluster import RAY, SWEEPER, RayCluster, ray_cluster
+from tests.support.sweeps import new_sweep, runs_by_role
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -53,7 +53,7 @@ def _assert_recorded(out: Path, name: str) -> None:
     assert len(keys) == 2 and len(set(keys)) == 2  # grid.seed [1, 2]: one run per key
     for run in trials:
         assert run.info.status == "FINISHED", run.data.tags.get(layout.TAG_ERROR)
-        assert run.data.tags[layout.TAG_STATUS] == layout.STATUS_FINISHED
+        assert run.data.tags[layout.TAG_STATUS] == layout.Status.FINISHED
 
 
 def test_ray_job_submit_runs_a_sweep(cluster, tmp_path, tmp_path_factory):

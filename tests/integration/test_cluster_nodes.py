@@ -15,10 +15,10 @@ import sys
 import time
 
 import pytest
-from cluster import get, ray_cluster
-from sweep_support import new_sweep, runs_by_role
 
 from sweeper import layout
+from tests.support.cluster import get, ray_cluster
+from tests.support.sweeps import new_sweep, runs_by_role
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -15,11 +15,12 @@ import time
 
 import pytest
 import yaml
-from cluster import clean_env, free_port, get, mlflow_server
-from conftest import minimal_spec
-from sweep_support import kill_group, new_sweep, run_sweeper
 
 from sweeper import layout
+from tests.support.cluster import free_port, get, mlflow_server
+from tests.support.processes import clean_env, kill_group
+from tests.support.specs import minimal_spec
+from tests.support.sweeps import new_sweep, run_sweeper
 
 pytestmark = pytest.mark.integration
 

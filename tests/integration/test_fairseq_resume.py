@@ -26,7 +26,8 @@ from sweeper.spec import SweepSpec
 from sweeper.specio import load_spec
 from sweeper.trainers.base import TrialJob
 from sweeper.trainers.events import MetricEvent
-from sweeper.trainers.fairseq import BEST, LAST, FairseqTrainer
+from sweeper.trainers.fairseq import FairseqTrainer
+from sweeper.trainers.fairseq_checkpoints import BEST, LAST
 from sweeper.trainers.runner import run_trainer
 
 pytestmark = pytest.mark.integration

@@ -19,8 +19,8 @@ from sweeper.spec import SweepSpec
 from sweeper.specio import load_spec
 from sweeper.trainers.base import TrialJob
 from sweeper.trainers.events import best_validation
-from sweeper.trainers.fairseq import BEST, LAST, FairseqTrainer
-from sweeper.trainers.fairseq_main import allow_fairseq_checkpoints
+from sweeper.trainers.fairseq import FairseqTrainer
+from sweeper.trainers.fairseq_checkpoints import BEST, LAST, allow_fairseq_checkpoints
 from sweeper.trainers.runner import TrialResult, run_trainer
 
 pytestmark = pytest.mark.integration

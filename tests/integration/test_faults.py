@@ -25,9 +25,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cluster import mlflow_server, ray_cluster
-from reliability import record
-from sweep_support import (
+
+from sweeper import layout
+from sweeper.trainers.events import read_events
+from sweeper.tune.trainable import event_points
+from tests.support.cluster import mlflow_server, ray_cluster
+from tests.support.reliability import record
+from tests.support.sweeps import (
     client_for,
     kill_group,
     new_sweep,
@@ -37,10 +41,6 @@ from sweep_support import (
     sweeper_command,
     sweeper_env,
 )
-
-from sweeper import layout
-from sweeper.trainers.events import read_events
-from sweeper.tune import event_points
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -476,7 +476,7 @@ def test_a_failed_artifact_upload_fails_the_trial(tmp_path, tmp_path_factory):
     failed = by_seed[2][0]
     error = failed.data.tags.get(layout.TAG_ERROR, "")
     assert failed.info.status == "FAILED"
-    assert failed.data.tags[layout.TAG_STATUS] == layout.STATUS_FAILED
+    assert failed.data.tags[layout.TAG_STATUS] == layout.Status.FAILED
     assert error.startswith("UploadError: artifact upload to "), error[:500]
     assert checkpoint_step(trial_folder(out, 2)) == 20  # type: ignore[arg-type]  # trained
     assert "dummy-random-full-s2: FAILED: UploadError: artifact upload to" in text

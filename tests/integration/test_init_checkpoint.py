@@ -1,4 +1,4 @@
-"""Same starting weights in both frameworks (DESIGN invariant 2), from one init file.
+"""Same starting weights in both frameworks (docs/architecture.md, invariant 2), from one init file.
 
 The init file is loaded the way each framework loads it: fairseq builds its own model and
 loads the state strictly (and, in the last test, `fairseq-train --finetune-from-model`

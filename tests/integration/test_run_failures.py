@@ -12,9 +12,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sweep_support import artifacts, client_for, history, new_sweep, run_sweeper, runs_by_role
 
 from sweeper import layout
+from tests.support.sweeps import (
+    artifacts,
+    client_for,
+    history,
+    new_sweep,
+    run_sweeper,
+    runs_by_role,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -42,7 +49,7 @@ def test_retry_from_checkpoint_and_failure_past_retries(tmp_path, tmp_path_facto
     for seed in (1, 2):
         run = by_seed[seed]
         assert run.info.status == "FINISHED"
-        assert run.data.tags[layout.TAG_STATUS] == layout.STATUS_FINISHED
+        assert run.data.tags[layout.TAG_STATUS] == layout.Status.FINISHED
         # every step exactly once, although s2's trainer re-emitted steps 11-14
         assert [s for s, _ in history(out, run.info.run_id, layout.METRIC_TRAIN_LOSS)] == list(
             range(1, 21)
@@ -55,7 +62,7 @@ def test_retry_from_checkpoint_and_failure_past_retries(tmp_path, tmp_path_facto
 
     failed = by_seed[3]
     assert failed.info.status == "FAILED"
-    assert failed.data.tags[layout.TAG_STATUS] == layout.STATUS_FAILED
+    assert failed.data.tags[layout.TAG_STATUS] == layout.Status.FAILED
     error = failed.data.tags[layout.TAG_ERROR]
     assert error.startswith("dummy trainer exited with code 3")
     assert "injected crash at step 15" in error

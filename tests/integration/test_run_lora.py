@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
-from sweep_support import new_sweep, run_sweeper, runs_by_role
 
 from sweeper import layout
+from tests.support.sweeps import new_sweep, run_sweeper, runs_by_role
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

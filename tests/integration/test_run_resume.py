@@ -16,8 +16,10 @@ import time
 from pathlib import Path
 
 import pytest
-from reliability import record
-from sweep_support import (
+
+from sweeper import layout
+from tests.support.reliability import record
+from tests.support.sweeps import (
     history,
     kill_group,
     new_sweep,
@@ -26,8 +28,6 @@ from sweep_support import (
     sweeper_command,
     sweeper_env,
 )
-
-from sweeper import layout
 
 pytestmark = pytest.mark.integration
 
@@ -91,7 +91,7 @@ def test_killed_driver_then_resume(tmp_path, tmp_path_factory):
     points = 0
     for run in after:
         assert run.info.status == "FINISHED"
-        assert run.data.tags[layout.TAG_STATUS] == layout.STATUS_FINISHED
+        assert run.data.tags[layout.TAG_STATUS] == layout.Status.FINISHED
         steps = [s for s, _ in history(out, run.info.run_id, layout.METRIC_TRAIN_LOSS)]
         assert steps == list(range(1, 21)), run.info.run_name
         assert [s for s, _ in history(out, run.info.run_id, layout.METRIC_VALID_ACC)] == [10, 20]

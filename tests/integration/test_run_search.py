@@ -17,7 +17,9 @@ import time
 from pathlib import Path
 
 import pytest
-from sweep_support import (
+
+from sweeper import layout
+from tests.support.sweeps import (
     kill_group,
     new_sweep,
     run_sweeper,
@@ -25,8 +27,6 @@ from sweep_support import (
     sweeper_command,
     sweeper_env,
 )
-
-from sweeper import layout
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -89,8 +89,8 @@ def test_search_then_confirm(tmp_path, tmp_path_factory):
     assert len({r.data.tags[layout.TAG_TRIAL_KEY] for r in trials}) == 12  # one run per key
 
     statuses = {r.data.tags[layout.TAG_STATUS] for r in search}
-    assert statuses <= {layout.STATUS_FINISHED, layout.STATUS_EARLY_STOPPED}
-    early = [r for r in search if r.data.tags[layout.TAG_STATUS] == layout.STATUS_EARLY_STOPPED]
+    assert statuses <= {layout.Status.FINISHED, layout.Status.EARLY_STOPPED}
+    early = [r for r in search if r.data.tags[layout.TAG_STATUS] == layout.Status.EARLY_STOPPED]
     assert early, "ASHA stopped no trial: the test lost its signal"
     assert all(r.info.status == "FINISHED" for r in early)
 

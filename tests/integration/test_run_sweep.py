@@ -13,8 +13,10 @@ import socket
 import time
 
 import pytest
-from reliability import record
-from sweep_support import (
+
+from sweeper import layout
+from tests.support.reliability import record
+from tests.support.sweeps import (
     TRAIN,
     artifacts,
     history,
@@ -22,8 +24,6 @@ from sweep_support import (
     run_sweeper,
     runs_by_role,
 )
-
-from sweeper import layout
 
 pytestmark = pytest.mark.integration
 
@@ -53,7 +53,7 @@ def test_a_grid_of_real_trials_is_recorded(tmp_path, tmp_path_factory):
     for run in trials:
         tags, run_id = run.data.tags, run.info.run_id
         assert run.info.status == "FINISHED", tags.get(layout.TAG_ERROR)
-        assert tags[layout.TAG_STATUS] == layout.STATUS_FINISHED
+        assert tags[layout.TAG_STATUS] == layout.Status.FINISHED
         assert tags["mlflow.parentRunId"] == parent.info.run_id
         assert tags[layout.TAG_STAGE] == "grid" and tags[layout.TAG_SEED] == "1"
         assert tags[layout.TAG_RAY_TRIAL_ID]

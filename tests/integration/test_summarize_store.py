@@ -39,7 +39,7 @@ class Trial:
     method: str = "full"
     sweep: str | None = None
     key: str | None = None
-    status: str = layout.STATUS_FINISHED
+    status: str = layout.Status.FINISHED
     mlflow_status: str = "FINISHED"
     stage: str = "grid"
     error: str | None = None
@@ -188,7 +188,7 @@ def edge_trials() -> list[Trial]:
             4,
             [(10, 50.0)],
             [(10, 50.0)],
-            status=layout.STATUS_FAILED,
+            status=layout.Status.FAILED,
             mlflow_status="FAILED",
             error="Traceback (most recent call last):\n  ...\nRuntimeError: CUDA out of memory\n",
         ),
@@ -198,11 +198,11 @@ def edge_trials() -> list[Trial]:
             5,
             [(10, 50.0)],
             [(10, 50.0)],
-            status=layout.STATUS_RUNNING,
+            status=layout.Status.RUNNING,
             mlflow_status="RUNNING",
         ),
         Trial(
-            "hf", "pretrained", 6, [(10, 50.0)], [(10, 50.0)], status=layout.STATUS_EARLY_STOPPED
+            "hf", "pretrained", 6, [(10, 50.0)], [(10, 50.0)], status=layout.Status.EARLY_STOPPED
         ),
         # best validation at 30, but test accuracy only logged at 10 and 20
         Trial("hf", "pretrained", 7, pts(s[:3], [60, 61, 62]), pts(s[:2], [50, 51])),
@@ -369,6 +369,16 @@ def test_history_paths_agree(store, name):
     assert fast == summarize(name, store["uri"], client=client, history_path="bulk")
     assert fast == summarize(name, store["uri"], client=client, history_path="per_run")
     assert fast == summarize(name, store["uri"], client=client)
+
+
+def test_bulk_path_opens_the_sql_store_without_private_client_attributes(store):
+    """`bulk` must really be served by MLflow's SQL store (a silent fall-back to per_run
+    would still agree above); other stores have no bulk path."""
+    from sweeper.summarize.load import _bulk_store
+
+    found = _bulk_store(store["uri"])
+    assert found is not None and callable(found.get_metric_history_bulk)
+    assert _bulk_store("http://127.0.0.1:9") is None
 
 
 def test_sqlite_history_path_restores_nan_like_mlflow(store):

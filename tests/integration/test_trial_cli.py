@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SWEEPS
+
+from tests.support.specs import SWEEPS
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,8 @@ import pytest
 
 from sweeper.spec import ArchConfig, TrainConfig
 from sweeper.trainers.base import TrialJob
-from sweeper.trainers.fairseq import BEST, LAST, FairseqTrainer, parse_log_line
+from sweeper.trainers.fairseq import FairseqTrainer, parse_log_line
+from sweeper.trainers.fairseq_checkpoints import BEST, LAST
 from sweeper.trainers.fairseq_main import _save_dir, repair_last_checkpoint
 from sweeper.trainers.registry import get_trainer
 

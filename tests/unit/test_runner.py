@@ -105,3 +105,69 @@ def test_best_validation_prefers_the_earliest_tie():
 def test_unknown_trainer_names_the_registered_ones():
     with pytest.raises(KeyError, match="dummy, fairseq, hf"):
         get_trainer("jax")
+
+
+def test_one_stream_loop_kills_on_a_lines_verdict(tmp_path):
+    """The loop trainers and pretraining share: a reason from `on_line` kills the whole
+    process group; the output read so far stays in the log and the tail."""
+    import io
+    import sys
+
+    from sweeper.trainers.runner import stream_process, thread_env
+
+    script = (
+        "import time\nfor i in range(100):\n    print('line', i, flush=True)\n    time.sleep(0.05)"
+    )
+    log = io.StringIO()
+    ended = stream_process(
+        [sys.executable, "-c", script],
+        thread_env(1),
+        log,
+        lambda line: "saw line 3" if line.strip() == "line 3" else None,
+    )
+    assert ended.stopped == "saw line 3"
+    assert ended.code != 0
+    assert ended.tail[:4] == ["line 0", "line 1", "line 2", "line 3"]
+    assert len(ended.tail) < 100
+    assert log.getvalue().startswith(f"$ {sys.executable} -c")
+
+
+def test_timeout_is_the_trials_own(tmp_path, monkeypatch):
+    """A `train.timeout_min` grid axis changes the trial key; it must change the limit too."""
+    from sweeper.specio import validate_mapping
+    from sweeper.trainers import trial as trial_module
+    from sweeper.trials import make_trial
+    from tests.support.specs import minimal_spec
+
+    raw = minimal_spec()
+    raw["train"] = {"timeout_min": 5}
+    spec = validate_mapping(raw, "s.yaml", tmp_path)
+    trial = make_trial(spec, seed=1, init="random", framework="dummy", method="full",
+                       varied={"train.timeout_min": 0.5})  # fmt: skip
+    seen = {}
+    monkeypatch.setattr(trial_module, "build_job", lambda *a, **k: None)
+    monkeypatch.setattr(
+        trial_module, "run_trainer", lambda trainer, job, on_event, timeout_s: seen.setdefault(
+            "timeout", timeout_s)
+    )  # fmt: skip
+    trial_module.run_trial(spec, trial, tmp_path, inputs=object())  # type: ignore[arg-type]
+    assert seen["timeout"] == 30.0
+
+
+@pytest.mark.parametrize(("asked", "ok"), [(2, True), (3, True), (1, False)])
+def test_num_classes_must_hold_every_label(tmp_path, asked, ok):
+    from sweeper.data.errors import DataError
+    from sweeper.specio import validate_mapping
+    from sweeper.trainers.trial import _check_classes
+    from tests.support.specs import minimal_spec
+
+    raw = minimal_spec()
+    raw["train"] = {"num_classes": max(asked, 2)}
+    if asked < 2:  # below the schema's floor: only reachable as a grid axis
+        raw["grid"] = {"params": {"train.num_classes": [asked, 2]}}
+    spec = validate_mapping(raw, "s.yaml", tmp_path)
+    if ok:
+        _check_classes(spec, ("neg", "pos"))
+    else:
+        with pytest.raises(DataError, match=r"train.num_classes is 1, but the labels have 2"):
+            _check_classes(spec, ("neg", "pos"))

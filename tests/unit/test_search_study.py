@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import optuna
 import pytest
-from conftest import minimal_spec
 from optuna.trial import TrialState
 
-from sweeper.search.study import (
+from sweeper.specio import validate_mapping
+from sweeper.tracking.study import (
     completed,
     distributions,
     importances,
@@ -20,7 +20,7 @@ from sweeper.search.study import (
     storage_url,
     study_name,
 )
-from sweeper.specio import validate_mapping
+from tests.support.specs import minimal_spec
 
 SPACE = {
     "train.lr": {"type": "loguniform", "low": 1e-5, "high": 1e-3},
@@ -140,13 +140,14 @@ def test_importances_are_undefined_below_two_trials_and_whole_for_one_param():
         ({"space": {"lora.r": {"type": "choice", "values": [8]}}}, "lora.r: in both grid.params"),
     ],
 )
-def test_run_refuses_what_the_search_engine_cannot_run(tmp_path, capsys, search, message):
-    from sweeper.search.stages import _check
+def test_run_refuses_what_the_search_engine_cannot_run(tmp_path, search, message):
+    from sweeper.engine import EXIT_BAD_INPUT, SweepError
+    from sweeper.search.stages import check_search
 
     raw = minimal_spec()
     raw["grid"] = {"params": {"lora.r": [8, 16]}}
     raw["search"] = {"space": {"train.lr": SPACE["train.lr"]}, **search}
-    with pytest.raises(SystemExit) as raised:
-        _check("spec.yaml", validate_mapping(raw, "spec.yaml", base_dir=tmp_path))
-    assert raised.value.code == 2
-    assert f"spec.yaml: {message}" in capsys.readouterr().err
+    with pytest.raises(SweepError) as raised:
+        check_search("spec.yaml", validate_mapping(raw, "spec.yaml", base_dir=tmp_path))
+    assert raised.value.exit_code == EXIT_BAD_INPUT == 2
+    assert f"spec.yaml: {message}" in raised.value.message

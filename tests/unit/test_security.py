@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import minimal_spec
 
 from sweeper.redact import MASK, redact, safe_name, secret_values
 from sweeper.specio import load_spec
 from sweeper.trials import expand
+from tests.support.specs import minimal_spec
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "s3cr3t-Value-0042"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import minimal_spec
 
 from sweeper.cli.main import main
 from sweeper.specio import SpecError, check_files, load_spec
+from tests.support.specs import minimal_spec
 
 
 def _set(spec: dict, dotted: str, value) -> dict:

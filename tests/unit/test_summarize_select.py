@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from sweeper import layout
-from sweeper.summarize.records import NotCounted, Point, RunRecord, TrialResult
+from sweeper.summarize.records import CountedTrial, NotCounted, Point, RunRecord
 from sweeper.summarize.select import best_checkpoint, by_step, screen, select, status_reason
 
 BASE = RunRecord(
@@ -27,7 +27,7 @@ BASE = RunRecord(
     framework="hf",
     method="full",
     stage="grid",
-    status=layout.STATUS_FINISHED,
+    status=layout.Status.FINISHED,
     error=None,
     trainable_params=None,
 )
@@ -107,7 +107,7 @@ def test_best_validation_ties_go_to_the_earliest_step():
             epoch=[(100, 0.5), (200, 1.0), (300, 1.5), (400, 2.0)],
         ),
     )
-    assert isinstance(result, TrialResult)
+    assert isinstance(result, CountedTrial)
     assert (
         result.best_step,
         result.best_valid_accuracy,
@@ -131,7 +131,7 @@ def test_relogged_step_uses_the_latest_value_and_nan_is_ignored():
             test=[(100, 10.0), (200, 20.0), (100, 11.0)],
         ),
     )
-    assert isinstance(result, TrialResult)
+    assert isinstance(result, CountedTrial)
     assert (result.best_step, result.best_valid_accuracy, result.test_accuracy) == (200, 60.0, 20.0)
     assert result.wall_time == 42.0
     assert all(math.isfinite(v) for _, v in result.valid_curve)

@@ -7,7 +7,7 @@ import math
 import pytest
 import scipy.stats
 
-from sweeper.summarize.records import TrialResult
+from sweeper.summarize.records import CountedTrial
 from sweeper.summarize.stats import compare, describe, group_stats, sample_std, welch
 
 PRETRAINED = [79.9, 78.5, 80.1]  # report 000, Table 1, test accuracy per seed
@@ -17,7 +17,7 @@ RANDOM = [65.4, 66.7, 67.4]
 def trial(group: str, seed: int, test: float, step: int = 100, params: int | None = None):
     framework, init, rest = group.split("/", 2)
     method, _, variant = rest.partition("[")
-    return TrialResult(
+    return CountedTrial(
         run_id=f"{group}-{seed}",
         run_name="",
         trial_key=f"{group}-{seed}",

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from sweeper.summarize.records import RunRecord, Summary, TrialResult
+from sweeper.summarize.records import CountedTrial, RunRecord, Summary
 from sweeper.summarize.report import group_metrics, metric_name, write_report
 from sweeper.summarize.select import left_out
 from sweeper.summarize.stats import compare, group_stats
@@ -26,10 +26,10 @@ from sweeper.summarize.tables import (
 )
 
 
-def trial(group: str, seed: int, test: float, step: int = 225) -> TrialResult:
+def trial(group: str, seed: int, test: float, step: int = 225) -> CountedTrial:
     framework, init, rest = group.split("/", 2)
     method, _, variant = rest.partition("[")
-    return TrialResult(
+    return CountedTrial(
         run_id=f"run{seed:02d}{group.replace('/', '')}",
         run_name=f"{framework}-{init}-s{seed}",
         trial_key=f"key{seed}",

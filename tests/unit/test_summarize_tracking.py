@@ -9,6 +9,7 @@ import pytest
 from sweeper.specio import validate_mapping
 from sweeper.summarize.load import SummarizeError, check_store
 from sweeper.tracking import artifact_root, experiment_name, tracking_uri
+from sweeper.tracking.store import sqlite_path
 
 
 def spec(tmp_path: Path, **extra):
@@ -55,3 +56,32 @@ def test_check_store_refuses_missing_sqlite_file_and_creates_nothing(tmp_path):
 def test_check_store_refuses_an_unreachable_server():
     with pytest.raises(SummarizeError, match="cannot reach the tracking server"):
         check_store("http://127.0.0.1:9")
+
+
+@pytest.mark.parametrize(
+    ("uri", "path"),
+    [
+        ("sqlite:////abs/out/mlflow.db", Path("/abs/out/mlflow.db")),
+        ("sqlite:///rel/mlflow.db", Path("rel/mlflow.db")),
+        ("sqlite:////abs/mlflow.db?mode=ro&timeout=20", Path("/abs/mlflow.db")),
+        ("sqlite:///with%20space.db", Path("with space.db")),
+        ("SQLITE:////abs/x.db", Path("/abs/x.db")),
+        ("sqlite:///:memory:", None),
+        ("sqlite://", None),
+        ("postgresql://u@db/mlflow", None),
+        ("http://127.0.0.1:5000", None),
+        ("/abs/mlruns", None),
+    ],
+)
+def test_sqlite_path_reads_the_database_file_as_sqlalchemy_does(uri, path):
+    assert sqlite_path(uri) == path
+
+
+def test_check_store_refuses_a_missing_file_store(tmp_path):
+    with pytest.raises(SummarizeError, match="no MLflow store at"):
+        check_store(str(tmp_path / "mlruns"))
+    with pytest.raises(SummarizeError, match="no MLflow store at"):
+        check_store((tmp_path / "mlruns").as_uri())
+    (tmp_path / "mlruns").mkdir()
+    check_store(str(tmp_path / "mlruns"))
+    check_store("sqlite:///:memory:")  # nothing on disk to look for

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import SWEEPS
 
 from sweeper.cli.main import main
 from sweeper.specio import load_spec
 from sweeper.trials import expand
+from tests.support.specs import SWEEPS
 
 SHIPPED = sorted(SWEEPS.glob("*.yaml"))
 

@@ -93,7 +93,7 @@ def test_writes_during_an_outage_are_kept_in_order_and_sent_once_it_ends():
     steps = [s for s, _, _ in client.points["run"]]
     assert steps == list(range(1, 13))  # every point once, in order
     assert client.status["run"] == "FINISHED"
-    assert client.tags["run"][layout.TAG_STATUS] == layout.STATUS_FINISHED
+    assert client.tags["run"][layout.TAG_STATUS] == layout.Status.FINISHED
     calls = [line for line in client.log if " " not in line]
     assert calls[0] == "log_batch" and calls[1] == "update_run"  # RUNNING first
     assert calls[-1] == "set_terminated"  # FINISHED last, as they were made

@@ -12,7 +12,6 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import minimal_spec
 
 from sweeper import layout
 from sweeper.specio import validate_mapping
@@ -33,6 +32,7 @@ from sweeper.tracking.sweep_run import (
     record_sweep,
 )
 from sweeper.trials import expand
+from tests.support.specs import minimal_spec
 
 _names = itertools.count()
 
@@ -90,9 +90,9 @@ def test_plan_without_resume_refuses_existing_runs():
 
 def test_plan_resume_skips_finished_and_continues_the_rest():
     found = [
-        _found("done", "FINISHED", layout.STATUS_FINISHED, 1),
-        _found("killed-driver", "RUNNING", layout.STATUS_RUNNING, 2),
-        _found("failed", "FAILED", layout.STATUS_FAILED, 3),
+        _found("done", "FINISHED", layout.Status.FINISHED, 1),
+        _found("killed-driver", "RUNNING", layout.Status.RUNNING, 2),
+        _found("failed", "FAILED", layout.Status.FAILED, 3),
         _found("queued", "SCHEDULED", None, 4),
         # MLflow FINISHED without sweeper's status tag is not finished (rule 1)
         _found("untagged", "FINISHED", None, 5),
@@ -192,7 +192,7 @@ def test_recorder_writes_statuses_metrics_and_errors(client, experiment, tmp_pat
     recorder.finished("ok")
     run = client.get_run(ok)
     assert run.info.status == "FINISHED"
-    assert run.data.tags[layout.TAG_STATUS] == layout.STATUS_FINISHED
+    assert run.data.tags[layout.TAG_STATUS] == layout.Status.FINISHED
     assert run.data.tags[layout.TAG_RAY_TRIAL_ID] == "ray_0"
     assert run.data.tags[layout.TAG_NODE] == "host (127.0.0.1)"
     assert run.data.tags[layout.TAG_TRAINABLE_PARAMS] == "7"
@@ -205,7 +205,7 @@ def test_recorder_writes_statuses_metrics_and_errors(client, experiment, tmp_pat
     recorder.failed("bad", error)
     run = client.get_run(bad)
     assert run.info.status == "FAILED"
-    assert run.data.tags[layout.TAG_STATUS] == layout.STATUS_FAILED
+    assert run.data.tags[layout.TAG_STATUS] == layout.Status.FAILED
     tag = run.data.tags[layout.TAG_ERROR]
     assert tag.startswith("dummy trainer exited with code 3") and len(tag) <= 8000
     local = client.download_artifacts(bad, ERROR_ARTIFACT, str(tmp_path))

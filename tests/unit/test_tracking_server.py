@@ -1,4 +1,4 @@
-"""Failing fast on an unreachable tracking server (DESIGN invariant 5)."""
+"""Failing fast on an unreachable tracking server (docs/architecture.md, invariant 5)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from sweeper.tracking.server import TrackingUnreachable, check_server, is_server
+from sweeper.tracking.server import StoreMissing, TrackingUnreachable, check_server, is_server
 
 
 def _serve(status: int) -> tuple[ThreadingHTTPServer, list[str]]:
@@ -95,3 +95,23 @@ def test_local_stores_are_not_servers(tmp_path):
         check_server(uri)  # no request made, nothing raised
         assert not is_server(uri)
     assert is_server("http://127.0.0.1:5000") and is_server("HTTPS://mlflow.example")
+
+
+def test_a_missing_local_store_is_refused_only_when_it_must_exist(tmp_path):
+    db = tmp_path / "none" / "mlflow.db"
+    check_server(f"sqlite:///{db}")  # `sweeper run` creates it
+    with pytest.raises(StoreMissing) as exc:
+        check_server(f"sqlite:///{db}", must_exist=True)
+    assert exc.value.path == db and not db.exists()
+    assert str(exc.value).endswith("has the sweep run yet?")
+    with pytest.raises(StoreMissing):
+        check_server(str(tmp_path / "mlruns"), must_exist=True)
+    check_server("postgresql://u@127.0.0.1/db", must_exist=True)  # left to MLflow
+
+
+def test_unreachable_carries_uri_and_reason_for_each_caller_to_word():
+    uri = f"http://127.0.0.1:{_closed_port()}"
+    with pytest.raises(TrackingUnreachable) as exc:
+        check_server(uri, must_exist=True)
+    assert exc.value.uri == uri and exc.value.reason
+    assert str(exc.value) == f"cannot reach the MLflow tracking server at {uri}: {exc.value.reason}"

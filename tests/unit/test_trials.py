@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from conftest import minimal_spec
-
 from sweeper.specio import load_spec
 from sweeper.trials import expand, make_trial
+from tests.support.specs import minimal_spec
 
 
 def _spec(write_spec, overrides=(), name="spec.yaml"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from sweeper.progress import (
+from sweeper.tune.progress import (
     DONE_BEFORE,
     FAILED,
     FINISHED,

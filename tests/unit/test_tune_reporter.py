@@ -9,7 +9,8 @@ from sweeper import layout
 from sweeper.trainers.base import Checkpoints
 from sweeper.trainers.events import MetricEvent
 from sweeper.trainers.runner import TrialResult
-from sweeper.tune import CONFIG_KEY, FINAL, POINTS, Reporter, TrialNames, event_points
+from sweeper.tune.trainable import CONFIG_KEY, FINAL, POINTS, Reporter, event_points
+from sweeper.tune.tuner import TrialNames
 
 
 def _train(step: int, loss: float = 0.5) -> MetricEvent:

@@ -12,10 +12,11 @@ import socket
 from pathlib import Path
 
 import pytest
-from conftest import minimal_spec
 
 from sweeper.cli import submit, ui
 from sweeper.cli.main import main
+from sweeper.tracking.store import sqlite_path
+from tests.support.specs import minimal_spec
 
 
 def _closed_port() -> int:
@@ -48,9 +49,9 @@ def test_ui_on_a_tracking_server_only_prints_its_url(write_spec, capsys):
 
 
 def test_ui_urls_and_store_paths():
-    assert ui.sqlite_path("sqlite:////abs/out/mlflow.db") == Path("/abs/out/mlflow.db")
-    assert ui.sqlite_path("sqlite:///rel/mlflow.db") == Path("rel/mlflow.db")
-    assert ui.sqlite_path("postgresql://u@db/mlflow") is None
+    assert sqlite_path("sqlite:////abs/out/mlflow.db") == Path("/abs/out/mlflow.db")
+    assert sqlite_path("sqlite:///rel/mlflow.db") == Path("rel/mlflow.db")
+    assert sqlite_path("postgresql://u@db/mlflow") is None
     assert ui.experiment_url("http://127.0.0.1:5000/", "7") == (
         "http://127.0.0.1:5000/#/experiments/7"
     )

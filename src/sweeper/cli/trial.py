@@ -16,6 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from sweeper import frameworks
 from sweeper.cli.common import EXIT_BAD_INPUT, add_spec_argument, load_or_exit
 
 
@@ -23,7 +24,12 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     add_spec_argument(parser)
     parser.add_argument("--seed", type=int, default=1, help="trial seed (default 1)")
     parser.add_argument("--init", choices=["pretrained", "random"], default="pretrained")
-    parser.add_argument("--framework", choices=["fairseq", "hf", "dummy"], default="fairseq")
+    parser.add_argument(
+        "--framework",
+        choices=frameworks.names(),
+        default="fairseq",
+        help="a registered framework (default fairseq)",
+    )
     parser.add_argument("--method", choices=["full", "lora"], default="full")
     parser.add_argument("--out", type=Path, help="output folder (default: under output_dir)")
     parser.add_argument("--threads", type=int, default=1, help="CPU threads for the trainer")
@@ -33,8 +39,12 @@ def run(args: argparse.Namespace) -> int:
     spec = load_or_exit(args.spec, args.overrides)
     from sweeper.trials import make_trial
 
-    if args.framework == "fairseq" and args.method == "lora":
-        print("error: LoRA trials run on HF (PEFT) only: use --framework hf", file=sys.stderr)
+    why_not = frameworks.unsupported(args.framework, args.method)
+    if why_not is not None:
+        print(
+            f"error: --framework {args.framework} --method {args.method}: {why_not}",
+            file=sys.stderr,
+        )
         return EXIT_BAD_INPUT
     try:
         trial = make_trial(

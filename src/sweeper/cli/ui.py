@@ -22,11 +22,8 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from types import FrameType
-from urllib.parse import unquote, urlparse
 
 from sweeper.cli.common import add_spec_argument, fail, load_or_exit
 
@@ -50,17 +47,6 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tracking-uri", metavar="URI", help="MLflow tracking URI (default: the spec's)"
     )
-
-
-def sqlite_path(uri: str) -> Path | None:
-    """The database file of a `sqlite:` URI, None for any other kind of store.
-
-    SQLAlchemy's form: `sqlite:///rel/path` is relative, `sqlite:////abs/path`
-    absolute; the URL path minus its first slash is the file path either way."""
-    parsed = urlparse(uri)
-    if parsed.scheme != "sqlite" or len(parsed.path) < 2:
-        return None
-    return Path(unquote(parsed.path[1:]))
 
 
 def experiment_url(base: str, experiment_id: str | None) -> str:
@@ -92,7 +78,7 @@ def server_command(uri: str, artifacts: Path, host: str, port: int) -> list[str]
 
 def run(args: argparse.Namespace) -> int:
     from sweeper.tracking import artifact_root, experiment_name, tracking_uri
-    from sweeper.tracking.server import is_server
+    from sweeper.tracking.server import StoreMissing, check_server, is_server
 
     spec = load_or_exit(args.spec, args.overrides)
     uri = args.tracking_uri or tracking_uri(spec)
@@ -100,9 +86,10 @@ def run(args: argparse.Namespace) -> int:
     if is_server(uri):
         print(f"sweep {spec.name!r} is tracked by a server; its UI: {uri} (experiment {name!r})")
         return 0
-    db = sqlite_path(uri)
-    if db is not None and not db.is_file():
-        fail(f"no runs yet: run `sweeper run {args.spec}` first (no store at {db})")
+    try:  # the store must exist: `mlflow server` would create an empty one
+        check_server(uri, must_exist=True)
+    except StoreMissing as exc:
+        fail(f"no runs yet: run `sweeper run {args.spec}` first (no store at {exc.path})")
     experiment_id = _experiment_id(uri, name)
     base = f"http://{_url_host(args.host)}:{args.port}"
     url = experiment_url(base, experiment_id)
@@ -158,15 +145,18 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 def _wait_ready(server: subprocess.Popen[bytes], base: str) -> bool:
-    """True once `/health` answers; False if the server exits or takes too long."""
+    """True once `/health` answers (the reachability check `sweeper run` makes); False
+    if the server exits or takes too long."""
+    from sweeper.tracking.server import TrackingUnreachable, check_server
+
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if server.poll() is not None:
             return False
         try:
-            with urllib.request.urlopen(f"{base}/health", timeout=2):
-                return True
-        except (urllib.error.URLError, OSError):
+            check_server(base, timeout=2)
+            return True
+        except TrackingUnreachable:
             time.sleep(0.5)
     return False
 

@@ -9,7 +9,7 @@
 - `lora`:    the spec's `lora` block as PEFT, and its trainable-parameter count.
 
 The public names below are imported lazily, so `import sweeper.models` stays free of
-torch, fairseq and transformers until one of them is used (DESIGN invariant 4).
+torch, fairseq and transformers until one of them is used (docs/architecture.md, invariant 4).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """fairseq RoBERTa weights -> HF `RobertaForSequenceClassification` / `RobertaForMaskedLM`.
 
-This is what makes "same starting weights" (DESIGN invariant 2) true for the HF trials:
-the pretrained checkpoint exists in fairseq format only, and the random init is drawn by
-fairseq, so HF gets both through this one mapping, checked by a logits-parity test.
+This is what makes "same starting weights" (docs/architecture.md, invariant 2) true for
+the HF trials: the pretrained checkpoint exists in fairseq format only, and the random
+init is drawn by fairseq, so HF gets both through this one mapping, checked by a logits-parity test.
 
 The two models are the same network under different names, except:
 - HF has a token-type embedding (one row with `type_vocab_size=1`); fairseq has none,

@@ -1,13 +1,14 @@
 """The starting weights of a trial, written once and read by both frameworks.
 
-DESIGN invariant 2: fairseq and HF trials of one seed start from the very same weights,
-so a difference between frameworks is the frameworks'. `init_checkpoint` writes one
-fairseq-format file per (arch, init, seed): the encoder (fairseq's own random init under
-the seed, or the pretrained checkpoint's weights) plus a seed-derived classification
-head. fairseq starts from it with `--finetune-from-model` (a head that matches the task's
-name and num_classes is kept, not re-drawn); HF starts from `hf_init_state`, the same
-file through `sweeper.models.convert`. The head depends only on the seed (not on the
-init), so pretrained and random trials of a seed also share their head.
+docs/architecture.md, invariant 2: fairseq and HF trials of one seed start from the very
+same weights, so a difference between frameworks is the frameworks'. `init_checkpoint`
+writes one fairseq-format file per (arch, init, seed): the encoder (fairseq's own random
+init under the seed, or the pretrained checkpoint's weights) plus a seed-derived
+classification head. fairseq starts from it with `--finetune-from-model` (a head that
+matches the task's name and num_classes is kept, not re-drawn); HF starts from
+`hf_init_state`, the same file through `sweeper.models.convert`. The head depends only
+on the seed (not on the init), so pretrained and random trials of a seed also share
+their head.
 
 The file holds only tensors and plain Python values, so it loads with
 `torch.load(weights_only=True)`, which is what fairseq's loader does under torch >= 2.6.

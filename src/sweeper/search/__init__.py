@@ -10,11 +10,13 @@ A spec with a `search:` block runs in two stages (`sweeper run`, `stages.run_sea
            by the metric at their best validation point) is run over every grid seed;
            these runs, tagged `sweeper.stage=confirm`, make Table 1 and Table 2.
 
-  study.py     where the Optuna studies live, their names, resume bookkeeping, importances
+  stages.py    the two stages, built on the grid engine (`sweeper.engine`)
+  group.py     one group's search: its study, its Tuner (`sweeper.tune.tuner`)
   searcher.py  the Ray side: sampled config -> trial key and MLflow run, trainable, callback
-  stages.py    the two stages, wired to the grid engine of `sweeper.cli.run`
   confirm.py   the confirm stage's trials: each group's best values over grid.seed
 
-Nothing here imports Ray or Optuna at module level except searcher.py, which only
-`stages.py` imports, inside a function.
+The Optuna studies themselves (storage, names, resume bookkeeping, importances) live in
+`sweeper.tracking.study`, because the summariser reads them too. Nothing here imports
+the CLI; nothing imports Ray or Optuna at module level except searcher.py, which only
+`group.py` imports, inside functions.
 """

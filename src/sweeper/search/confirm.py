@@ -11,17 +11,19 @@ pretrained and random init each at its own tuned learning rate.
 
 from __future__ import annotations
 
-import argparse
 import json
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from sweeper import layout
+from sweeper.engine.options import RunOptions
+from sweeper.engine.store import SweepStore
+from sweeper.engine.sweep import Sweep
+from sweeper.layout import Stage
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
 
-    from sweeper.cli.run import Sweep
     from sweeper.spec import SweepSpec
     from sweeper.summarize.records import SearchGroup
     from sweeper.tracking.runs import FoundRun
@@ -34,29 +36,25 @@ def best_configs(
     """group -> its search result, by the summariser's own rule."""
     from sweeper.summarize.load import load_histories, load_runs
     from sweeper.summarize.search import search_groups
-    from sweeper.summarize.select import SEARCH_STAGE
 
     search = spec.search
     assert search is not None
     runs = [r for r in load_runs(client, experiment_id) if r.sweep == spec.name]
-    ids = [r.run_id for r in runs if r.stage == SEARCH_STAGE]
+    ids = [r.run_id for r in runs if r.stage == Stage.SEARCH]
     histories = load_histories(client, ids, [search.metric])
     groups = search_groups(runs, histories, search.metric, search.mode, spec.name)
     return {group.group: group for group in groups}
 
 
 def confirm_sweep(
-    args: argparse.Namespace,
+    options: RunOptions,
     spec: SweepSpec,
-    client: MlflowClient,
-    experiment_id: str,
-    uri: str,
+    store: SweepStore,
     bases: list[Trial],
     best: dict[str, SearchGroup],
     found_runs: list[FoundRun],
 ) -> tuple[Sweep, list[str]]:
     """The confirm stage as a grid sweep: each group's best values over grid.seed."""
-    from sweeper.cli.run import Sweep
     from sweeper.tracking.runs import plan_runs
     from sweeper.trials import make_trial
 
@@ -87,8 +85,8 @@ def confirm_sweep(
         flush=True,
     )
     sweep = Sweep(
-        args, spec, trials, plan, client, experiment_id, uri,
-        stage="confirm", tags=tags,
+        options, spec, trials, plan, store.client, store.experiment_id, store.uri,
+        stage=Stage.CONFIRM, tags=tags,
     )  # fmt: skip
     return sweep, missing
 

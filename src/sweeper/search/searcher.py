@@ -21,7 +21,7 @@ tags its run `sweeper.status=early_stopped` and ends it FINISHED in MLflow (it r
 correctly; the scheduler chose to stop it). The summariser leaves such runs out of
 every table and out of the best-configuration choice.
 
-This module imports Ray at the top; only `sweeper.search.stages` imports it, inside a
+This module imports Ray at the top; only `sweeper.search.group` imports it, inside a
 function.
 """
 
@@ -35,17 +35,18 @@ from typing import Any
 from ray.tune.search import Searcher
 
 from sweeper import layout
-from sweeper.progress import FINISHED, Progress, TrialView
+from sweeper.layout import RunState, Stage, Status
+from sweeper.selection import Mode, is_better
 from sweeper.spec import SweepSpec
-from sweeper.tracking.callback import TrackingCallback
 from sweeper.tracking.recorder import Recorder, last_steps
-from sweeper.tune import CONFIG_KEY, FINAL, POINTS, RunRef, TrialContext, run_reporting
+from sweeper.tune.callback import TrackingCallback
+from sweeper.tune.progress import FINISHED, Progress, TrialView
+from sweeper.tune.trainable import CONFIG_KEY, FINAL, POINTS, RunRef, TrialContext, run_reporting
 
 OBJECTIVE = "search_objective"
 """Tune/ASHA/Optuna metric: the trial's best search-metric value so far."""
 TRIAL = "sweeper_trial"
 RUN = "sweeper_run"
-STAGE_SEARCH = "search"
 
 
 def search_trial(spec: SweepSpec, base: Any, params: dict[str, Any]) -> Any:
@@ -61,7 +62,7 @@ def search_trial(spec: SweepSpec, base: Any, params: dict[str, Any]) -> Any:
         method=base.method,
         varied={**base.varied, **params},
     )
-    return replace(trial, varied=dict(base.varied), stage=STAGE_SEARCH)
+    return replace(trial, varied=dict(base.varied), stage=Stage.SEARCH)
 
 
 @dataclass
@@ -128,7 +129,7 @@ class RunCreatingSearcher(Searcher):
         if run_id is None:
             tags = {layout.TAG_SEARCH_PARAMS: json.dumps(params, sort_keys=True)}
             run_id = create_trial_run(
-                d.client, d.experiment_id, d.parent_run_id, trial, stage=STAGE_SEARCH,
+                d.client, d.experiment_id, d.parent_run_id, trial, stage=Stage.SEARCH,
                 extra_tags=tags, run_name=name,
             )  # fmt: skip
         else:  # a killed driver's trial, enqueued again: continue its run
@@ -144,7 +145,7 @@ class RunCreatingSearcher(Searcher):
 class ObjectiveReport:
     """Adds OBJECTIVE to every Tune report (see the module docstring)."""
 
-    def __init__(self, report: Callable[[dict[str, Any]], None], metric: str, mode: str):
+    def __init__(self, report: Callable[[dict[str, Any]], None], metric: str, mode: Mode):
         self._report = report
         self._metric = metric
         self._mode = mode
@@ -153,7 +154,7 @@ class ObjectiveReport:
 
     def __call__(self, metrics: dict[str, Any]) -> None:
         value = metrics.get(self._metric)
-        if value is not None and (self.best is None or self._better(float(value))):
+        if value is not None and is_better(float(value), self.best, self._mode):
             self.best = float(value)
         if self.best is None:
             self._held.extend(metrics.get(POINTS) or [])
@@ -163,10 +164,6 @@ class ObjectiveReport:
             self._held = []
         metrics[OBJECTIVE] = self.best
         self._report(metrics)
-
-    def _better(self, value: float) -> bool:
-        assert self.best is not None
-        return value > self.best if self._mode == "max" else value < self.best
 
 
 def run_search_trial(config: dict[str, Any], ctx: TrialContext) -> None:
@@ -212,7 +209,7 @@ class SearchCallback(TrackingCallback):
         client = self.recorder.client
 
         def write() -> None:
-            client.set_tag(run_id, layout.TAG_STATUS, layout.STATUS_EARLY_STOPPED)
-            client.set_terminated(run_id, status="FINISHED")
+            client.set_tag(run_id, layout.TAG_STATUS, Status.EARLY_STOPPED)
+            client.set_terminated(run_id, status=RunState.FINISHED)
 
         self.recorder.outbox.put(f"early stop of run {run_id}", write)

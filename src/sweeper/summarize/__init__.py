@@ -19,24 +19,24 @@ from sweeper.summarize.core import summarize, summarize_spec
 from sweeper.summarize.load import SummarizeError
 from sweeper.summarize.records import (
     Comparison,
+    CountedTrial,
     GroupStats,
     NotCounted,
     Point,
     RunRecord,
     Summary,
-    TrialResult,
 )
 from sweeper.summarize.report import log_report, write_report
 
 __all__ = [
     "Comparison",
+    "CountedTrial",
     "GroupStats",
     "NotCounted",
     "Point",
     "RunRecord",
     "SummarizeError",
     "Summary",
-    "TrialResult",
     "log_report",
     "summarize",
     "summarize_spec",

@@ -21,12 +21,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sweeper import layout
-from sweeper.summarize.records import TrialResult
+from sweeper.summarize.records import CountedTrial
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
 
-    from sweeper.trainers.base import TrialJob
 
 TOLERANCE = 0.01
 """Percentage points: the trainers log accuracy to at least this precision."""
@@ -60,7 +59,7 @@ class Evaluation:
 
 
 def evaluate_trials(
-    client: MlflowClient, trials: Sequence[TrialResult], log: Callable[[str], None]
+    client: MlflowClient, trials: Sequence[CountedTrial], log: Callable[[str], None]
 ) -> list[Evaluation]:
     """Re-measure every trial in `trials` (Table 1's rows), one at a time."""
     import os
@@ -101,18 +100,11 @@ def measure(client: MlflowClient, run_id: str, tmp: Path) -> float:
     except MlflowException as exc:
         raise FileNotFoundError(f"artifact missing: {exc.message.splitlines()[0]}") from None
     job = TrialJob.load(Path(config))
-    _check_inputs(job)
-    return get_trainer(job.framework).test_accuracy(job, Path(checkpoint))
-
-
-def _check_inputs(job: TrialJob) -> None:
-    """The prepared data (and, for LoRA, the init weights) must be here to re-measure."""
-    needed = {"fairseq": [job.fairseq_data], "hf": [job.hf_data]}.get(job.framework, [])
-    if job.method == "lora":
-        needed.append(job.init_checkpoint)
-    for path in needed:
+    trainer = get_trainer(job.framework)
+    for path in trainer.reload_inputs(job):  # what the trainer reloads must be here
         if not Path(path).exists():
             raise FileNotFoundError(f"prepared input not on this machine: {path}")
+    return trainer.test_accuracy(job, Path(checkpoint))
 
 
 def mismatches(evaluations: Sequence[Evaluation]) -> list[Evaluation]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from sweeper.summarize.records import Summary, TrialResult
+from sweeper.summarize.records import CountedTrial, Summary
 
 CURVES_FILE = "curves.png"
 TEST_FILE = "test_accuracy.png"
@@ -81,7 +81,7 @@ def curves(summary: Summary, path: Path) -> Path:
     return path
 
 
-def _many_curves(ax, members: list[TrialResult]) -> None:  # ax: matplotlib Axes
+def _many_curves(ax, members: list[CountedTrial]) -> None:  # ax: matplotlib Axes
     from matplotlib.collections import LineCollection
 
     lines = LineCollection(
@@ -112,7 +112,7 @@ def test_accuracy(summary: Summary, path: Path) -> Path:
         return text
 
     for x, group in enumerate(groups):
-        members: list[TrialResult] = [t for t in summary.trials if t.group == group.group]
+        members: list[CountedTrial] = [t for t in summary.trials if t.group == group.group]
         offsets = _spread(len(members))
         ax.scatter(
             [x + o for o in offsets],

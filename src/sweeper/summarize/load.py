@@ -3,8 +3,9 @@
 Two reads carry almost all the cost (measured by bench/bench_summarize.py; figures
 below are for 1,000 runs × 3 metrics on a loaded 2-core machine):
 
-* `MlflowClient.search_runs`, paged at 50,000 runs a page, returns every run's tags and
-  latest metrics: the run records, whatever the store.
+* `MlflowClient.search_runs`, paged at 50,000 runs a page (through the engine's own
+  `sweeper.tracking.runs.search_all`), returns every run's tags and latest metrics: the
+  run records, whatever the store.
 * Metric histories (valid/test accuracy and epoch at every step), by the fastest path
   the store allows, tried in this order (`path="auto"`):
 
@@ -14,39 +15,43 @@ below are for 1,000 runs × 3 metrics on a loaded 2-core machine):
              `SqlMetric.to_mlflow_entity` does; any mismatch or SQLite error falls
              through to the next path, so a future schema change costs speed, not
              correctness. The connection is opened `mode=ro`: nothing is written.
-  `bulk`     the SQL store's `get_metric_history_bulk(run_ids, key, max_results)`, one
-             query per metric for 500 runs at a time (~2.4 s; PostgreSQL/MySQL too).
+  `bulk`     MLflow's SQL store's `get_metric_history_bulk(run_ids, key, max_results)`,
+             one query per metric for 500 runs at a time (~2.4 s; PostgreSQL/MySQL
+             too), on a `SqlAlchemyStore` opened for the URI (it shares the client's
+             cached engine; no private client attribute is read).
   `per_run`  `MlflowClient.get_metric_history(run_id, key)`, one query or HTTP request
              per run and metric, from a thread pool so network latency overlaps (~16 s
              on SQLite; the path for tracking servers).
 
 All paths return the same histories; tests compare them on the same store.
+
+Reachability (`check_store`) is `sweeper.tracking.server.check_server`, the check
+`sweeper run` makes too, with the summariser's own wording of its failures.
 """
 
 from __future__ import annotations
 
 import math
-import socket
 import sqlite3
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from sweeper import layout
 from sweeper.summarize.records import Point, RunRecord
+from sweeper.tracking.runs import search_all
+from sweeper.tracking.server import StoreMissing, TrackingUnreachable, check_server
+from sweeper.tracking.store import sqlite_path
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
     from mlflow.entities import Experiment, Run
 
-PAGE_SIZE = 50_000  # MLflow's SEARCH_MAX_RESULTS_THRESHOLD
 BULK_CHUNK = 500  # run ids per query: far below SQLite's bound-variable limit
 BULK_LIMIT = 100_000_000  # rows per bulk query; reaching it would mean truncation
 THREADS = 8
-CONNECT_TIMEOUT_S = 5.0
 
 History = dict[str, dict[str, tuple[Point, ...]]]
 """run id -> metric key -> points sorted by (step, timestamp)."""
@@ -62,25 +67,12 @@ def check_store(uri: str) -> None:
     MLflow would otherwise create an empty SQLite file for a mistyped path (and then
     report "no such experiment"), or retry an unreachable server for minutes.
     """
-    parsed = urlparse(uri)
-    scheme = parsed.scheme.lower()
-    if scheme == "sqlite":
-        path = uri.split(":///", 1)[1].split("?", 1)[0] if ":///" in uri else ""
-        if path and path != ":memory:" and not Path(path).is_file():
-            raise SummarizeError(
-                f"no MLflow store at {path} (tracking URI {uri}); has the sweep run yet?"
-            )
-    elif scheme in {"http", "https"}:
-        port = parsed.port or (443 if scheme == "https" else 80)
-        try:
-            with socket.create_connection((parsed.hostname or "", port), CONNECT_TIMEOUT_S):
-                pass
-        except OSError as exc:
-            raise SummarizeError(f"cannot reach the tracking server at {uri}: {exc}") from None
-    elif scheme in {"", "file"}:
-        path = parsed.path if scheme == "file" else uri
-        if not Path(path).exists():
-            raise SummarizeError(f"no MLflow store at {path} (tracking URI {uri})")
+    try:
+        check_server(uri, must_exist=True)
+    except StoreMissing as exc:
+        raise SummarizeError(str(exc)) from None
+    except TrackingUnreachable as exc:
+        raise SummarizeError(f"cannot reach the tracking server at {uri}: {exc.reason}") from None
 
 
 def open_client(uri: str) -> MlflowClient:
@@ -118,16 +110,7 @@ def find_experiment(client: MlflowClient, name: str) -> Experiment:
 
 def load_runs(client: MlflowClient, experiment_id: str) -> list[RunRecord]:
     """Every active run of the experiment (all pages), as RunRecords."""
-    runs: list[RunRecord] = []
-    token: str | None = None
-    while True:
-        page = client.search_runs(
-            [experiment_id], max_results=PAGE_SIZE, page_token=token, order_by=["start_time ASC"]
-        )
-        runs.extend(to_record(run) for run in page)
-        token = page.token
-        if not token:
-            return runs
+    return [to_record(run) for run in search_all(client, experiment_id)]
 
 
 def to_record(run: Run) -> RunRecord:
@@ -181,7 +164,7 @@ def load_histories(
     if path in {"auto", "sqlite"}:
         rows = _sqlite_rows(client.tracking_uri, run_ids, keys)
     if rows is None and path in {"auto", "sqlite", "bulk"}:
-        store = _bulk_store(client)
+        store = _bulk_store(client.tracking_uri)
         if store is not None:
             rows = {key: _bulk_rows(store, run_ids, key) for key in keys}
     if rows is None:
@@ -207,14 +190,12 @@ def _sqlite_rows(
     uri: str, run_ids: Sequence[str], keys: Sequence[str]
 ) -> dict[str, list[tuple[str, Point]]] | None:
     """Histories straight from a SQLite store's `metrics` table; None if not possible."""
-    if urlparse(uri).scheme.lower() != "sqlite" or ":///" not in uri:
-        return None
-    path = uri.split(":///", 1)[1].split("?", 1)[0]
-    if not path or path == ":memory:" or not Path(path).is_file():
+    path = sqlite_path(uri)
+    if path is None or not path.is_file():
         return None
     rows: dict[str, list[tuple[str, Point]]] = {key: [] for key in keys}
     try:
-        with closing(sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True)) as db:
+        with closing(sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)) as db:
             columns = {row[1] for row in db.execute("PRAGMA table_info(metrics)")}
             if not columns >= _METRIC_COLUMNS:
                 return None
@@ -235,10 +216,21 @@ def _sqlite_rows(
     return rows
 
 
-def _bulk_store(client: MlflowClient) -> Any | None:
-    """The client's store if it offers `get_metric_history_bulk` (MLflow's SQL store)."""
-    store = getattr(getattr(client, "_tracking_client", None), "store", None)
-    return store if callable(getattr(store, "get_metric_history_bulk", None)) else None
+def _bulk_store(uri: str) -> Any | None:
+    """MLflow's SQL store on `uri` (which offers `get_metric_history_bulk`); None for
+    any other store, or one that will not open as a SQL store. MLflow keeps one engine
+    per database URI, so this shares the client's connection pool."""
+    from mlflow.store.db.db_types import DATABASE_ENGINES
+
+    if urlparse(uri).scheme.lower().partition("+")[0] not in DATABASE_ENGINES:
+        return None
+    from mlflow.store.tracking import DEFAULT_LOCAL_FILE_AND_ARTIFACT_PATH
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    try:  # the artifact root is unused: only metrics are read
+        return SqlAlchemyStore(uri, DEFAULT_LOCAL_FILE_AND_ARTIFACT_PATH)
+    except Exception:  # any failure to open it costs speed (per_run), not correctness
+        return None
 
 
 def _bulk_rows(store: Any, run_ids: Sequence[str], key: str) -> list[tuple[str, Point]]:

@@ -71,8 +71,9 @@ class RunRecord:
 
 
 @dataclass(frozen=True)
-class TrialResult:
-    """Table 1 row: a counted trial at its best-validation checkpoint."""
+class CountedTrial:
+    """Table 1 row: a counted trial at its best-validation checkpoint. (What a trainer
+    produced is `sweeper.trainers.runner.TrialResult`, another thing.)"""
 
     run_id: str
     run_name: str
@@ -87,7 +88,7 @@ class TrialResult:
     best_step: int
     best_epoch: float | None
     test_accuracy: float
-    """Test accuracy logged at `best_step` (DESIGN invariant 3)."""
+    """Test accuracy logged at `best_step` (docs/architecture.md, invariant 3)."""
     wall_time: float | None
     trainable_params: int | None
     valid_curve: tuple[tuple[int, float], ...] = field(default=(), repr=False)
@@ -210,7 +211,7 @@ class Summary:
     tracking_uri: str
     sweep: str | None
     parent_run_id: str | None
-    trials: list[TrialResult]
+    trials: list[CountedTrial]
     groups: list[GroupStats]
     comparisons: list[Comparison]
     not_counted: list[NotCounted]

@@ -6,10 +6,11 @@ configuration `sweeper run` confirms, so the report and the engine cannot disagr
 
 Best configuration of a group: among its search runs that finished (MLflow FINISHED
 and status tag `finished`: early-stopped, failed and interrupted runs are out), the
-one whose search metric is best (by the search mode) at its best validation point;
-ties go to the earliest-started run. Importances come from the group's Optuna study
-(`sweeper.search.study`), found through the parent run's `sweeper.optuna_storage` tag;
-a study that cannot be opened (another machine's file) leaves them empty, with a note.
+one whose search metric is best (by the search mode) at its best validation point
+(`sweeper.selection.best_point`); ties go to the earliest-started run. Importances
+come from the group's Optuna study (`sweeper.tracking.study`), found through the parent
+run's `sweeper.optuna_storage` tag; a study that cannot be opened (another machine's
+file) leaves them empty, with a note.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sweeper import layout
+from sweeper.layout import RunState, Stage, Status
+from sweeper.selection import Mode, best_point, is_better
 from sweeper.summarize.load import History, load_histories
 from sweeper.summarize.records import Point, RunRecord, SearchGroup
-from sweeper.summarize.select import SEARCH_STAGE, by_step
+from sweeper.summarize.select import by_step
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -41,30 +44,26 @@ class Scored:
 
     @property
     def finished(self) -> bool:
-        return self.run.mlflow_status == "FINISHED" and self.run.status == layout.STATUS_FINISHED
+        return self.run.mlflow_status == RunState.FINISHED and self.run.status == Status.FINISHED
 
     @property
     def params(self) -> dict[str, Any]:
         return json.loads(self.run.search_params) if self.run.search_params else {}
 
 
-def score(run: RunRecord, points: Sequence[Point], mode: str) -> Scored:
+def score(run: RunRecord, points: Sequence[Point], mode: Mode) -> Scored:
     """The best value of the run's metric over its validation points (ties: earliest)."""
-    values = by_step(points)
-    best_step = None
-    for step, value in sorted(values.items()):
-        if best_step is None or _better(value, values[best_step], mode):
-            best_step = step
-    return Scored(run, values[best_step] if best_step is not None else None, best_step)
+    best = best_point(by_step(points).items(), mode)
+    return Scored(run, best[1], best[0]) if best is not None else Scored(run, None, None)
 
 
-def pick_best(scored: Sequence[Scored], mode: str) -> Scored | None:
+def pick_best(scored: Sequence[Scored], mode: Mode) -> Scored | None:
     """The best finished run (see the module docstring); None if none finished."""
     best = None
     for item in sorted(scored, key=lambda s: (s.run.start_time or 0, s.run.run_id)):
         if not item.finished or item.value is None:
             continue
-        if best is None or _better(item.value, best.value, mode):  # type: ignore[arg-type]
+        if best is None or is_better(item.value, best.value, mode):  # strict: earliest wins
             best = item
     return best
 
@@ -73,16 +72,16 @@ def search_groups(
     runs: Sequence[RunRecord],
     histories: History,
     metric: str,
-    mode: str,
+    mode: Mode,
     sweep: str | None,
     importances: Importances | None = None,
 ) -> list[SearchGroup]:
     """One SearchGroup per group of search-stage runs, in group order."""
-    from sweeper.search.study import study_name
+    from sweeper.tracking.study import study_name
 
     members: dict[str, list[Scored]] = {}
     for run in runs:
-        if run.role == layout.ROLE_TRIAL and run.stage == SEARCH_STAGE:
+        if run.role == layout.ROLE_TRIAL and run.stage == Stage.SEARCH:
             points = histories.get(run.run_id, {}).get(metric, ())
             members.setdefault(run.group, []).append(score(run, points, mode))
     out = []
@@ -90,7 +89,7 @@ def search_groups(
         name = study_name(sweep or "", group)
         best = pick_best(scored, mode)
         found, note = importances(name) if importances else ({}, "")
-        early = sum(1 for s in scored if s.run.status == layout.STATUS_EARLY_STOPPED)
+        early = sum(1 for s in scored if s.run.status == Status.EARLY_STOPPED)
         finished = sum(1 for s in scored if s.finished)
         out.append(
             SearchGroup(
@@ -117,7 +116,7 @@ def load_search(
     client: MlflowClient, runs: Sequence[RunRecord], parent_run_id: str | None, sweep: str | None
 ) -> list[SearchGroup]:
     """The search section of a summary (empty when the sweep has no search runs)."""
-    search_runs = [r for r in runs if r.role == layout.ROLE_TRIAL and r.stage == SEARCH_STAGE]
+    search_runs = [r for r in runs if r.role == layout.ROLE_TRIAL and r.stage == Stage.SEARCH]
     if not search_runs:
         return []
     tags = client.get_run(parent_run_id).data.tags if parent_run_id else {}
@@ -132,7 +131,7 @@ def _study_importances(storage: str | None) -> Importances:
     def read(name: str) -> tuple[dict[str, float], str]:
         if not storage:
             return {}, f"no {layout.TAG_OPTUNA_STORAGE} tag on the sweep run"
-        from sweeper.search.study import importances, open_existing
+        from sweeper.tracking.study import importances, open_existing
 
         study = open_existing(storage, name)
         if study is None:
@@ -140,7 +139,3 @@ def _study_importances(storage: str | None) -> Importances:
         return importances(study)
 
     return read
-
-
-def _better(value: float, than: float, mode: str) -> bool:
-    return value > than if mode == "max" else value < than

@@ -1,6 +1,6 @@
 """Which runs count, and each counted trial's best-validation checkpoint.
 
-The rules (DESIGN invariants 1 and 3), applied in this order:
+The rules (docs/architecture.md, invariants 1 and 3), applied in this order:
 
 1. A trial run counts only if MLflow says FINISHED *and* sweeper's status tag says
    `finished`: a trial the scheduler early-stopped is FINISHED in MLflow, and a crashed
@@ -11,7 +11,8 @@ The rules (DESIGN invariants 1 and 3), applied in this order:
    tabulated: the grid and confirm stages are the experiment, the search is how its
    settings were chosen.
 4. The best validation point is the highest `valid_accuracy`; ties go to the earliest
-   step (the checkpoint a `--maximize-best-checkpoint-metric` run keeps). Its test
+   step (the checkpoint a `--maximize-best-checkpoint-metric` run keeps): the one rule
+   of `sweeper.selection.best_point`, which every other choice of a best point uses. Its test
    accuracy is the `test_accuracy` logged at that same step; without one the trial is
    not counted, never paired with a test value from another step.
 
@@ -25,13 +26,14 @@ import math
 from collections.abc import Sequence
 
 from sweeper import layout
+from sweeper.layout import RunState, Stage, Status
+from sweeper.selection import best_point
 from sweeper.summarize.load import History
-from sweeper.summarize.records import NotCounted, Point, RunRecord, TrialResult
+from sweeper.summarize.records import CountedTrial, NotCounted, Point, RunRecord
 
 HISTORY_KEYS = (layout.METRIC_VALID_ACC, layout.METRIC_TEST_ACC, layout.METRIC_EPOCH)
 """Metric histories the selection reads; everything else comes from latest values."""
 
-SEARCH_STAGE = "search"
 _ERROR_CHARS = 160
 
 
@@ -54,7 +56,7 @@ def _screen_reason(run: RunRecord, kept: dict[str, RunRecord]) -> str | None:
         return reason
     if run.trial_key is None:
         return f"no {layout.TAG_TRIAL_KEY} tag"
-    if run.stage == SEARCH_STAGE:
+    if run.stage == Stage.SEARCH:
         return "search-stage trial (the tables use the grid and confirm stages)"
     if run.trial_key in kept:
         first = kept[run.trial_key].run_id
@@ -67,41 +69,38 @@ def _screen_reason(run: RunRecord, kept: dict[str, RunRecord]) -> str | None:
 
 def status_reason(run: RunRecord) -> str | None:
     """Why a run's statuses keep it out of the tables, or None if it finished (rule 1)."""
-    if run.mlflow_status == "FAILED":
+    if run.mlflow_status == RunState.FAILED:
         return _with_error("failed (MLflow status FAILED)", run.error)
-    if run.mlflow_status == "KILLED":  # the sweep was stopped mid-trial; resumable
+    if run.mlflow_status == RunState.KILLED:  # the sweep was stopped mid-trial; resumable
         return "interrupted (MLflow status KILLED)"
-    if run.status == layout.STATUS_FAILED:
+    if run.status == Status.FAILED:
         return _with_error("failed", run.error)
-    if run.status == layout.STATUS_EARLY_STOPPED:
+    if run.status == Status.EARLY_STOPPED:
         return "early-stopped by the scheduler"
-    if run.status == layout.STATUS_RUNNING or run.mlflow_status in {"RUNNING", "SCHEDULED"}:
+    if run.status == Status.RUNNING or run.mlflow_status in {RunState.RUNNING, RunState.SCHEDULED}:
         return f"not finished (MLflow status {run.mlflow_status}, status tag {run.status})"
     if run.status is None:
         return f"no {layout.TAG_STATUS} tag"
-    if run.status != layout.STATUS_FINISHED:
+    if run.status != Status.FINISHED:
         return f"unknown {layout.TAG_STATUS} {run.status!r}"
-    if run.mlflow_status != "FINISHED":
+    if run.mlflow_status != RunState.FINISHED:
         return f"MLflow status {run.mlflow_status}"
     return None
 
 
 def best_checkpoint(
     run: RunRecord, history: dict[str, tuple[Point, ...]]
-) -> TrialResult | NotCounted:
+) -> CountedTrial | NotCounted:
     """The run's best-validation step and the test accuracy at it (rule 4)."""
     valid = by_step(history.get(layout.METRIC_VALID_ACC, ()))
-    if not valid:
+    best = best_point(valid.items(), "max")
+    if best is None:
         return left_out(run, f"no {layout.METRIC_VALID_ACC} logged")
-    best_step = None
-    for step, value in sorted(valid.items()):
-        if best_step is None or value > valid[best_step]:  # strict: ties keep the earliest
-            best_step = step
-    assert best_step is not None
+    best_step = best[0]
     test = by_step(history.get(layout.METRIC_TEST_ACC, ()))
     if best_step not in test:
         return left_out(run, f"no {layout.METRIC_TEST_ACC} at its best validation step {best_step}")
-    return TrialResult(
+    return CountedTrial(
         run_id=run.run_id,
         run_name=run.run_name,
         trial_key=run.trial_key or "",
@@ -123,13 +122,13 @@ def best_checkpoint(
 
 def select(
     candidates: Sequence[RunRecord], histories: History
-) -> tuple[list[TrialResult], list[NotCounted]]:
+) -> tuple[list[CountedTrial], list[NotCounted]]:
     """Best checkpoints of the candidates, in table order (group, then seed)."""
-    trials: list[TrialResult] = []
+    trials: list[CountedTrial] = []
     not_counted: list[NotCounted] = []
     for run in candidates:
         result = best_checkpoint(run, histories.get(run.run_id, {}))
-        if isinstance(result, TrialResult):
+        if isinstance(result, CountedTrial):
             trials.append(result)
         else:
             not_counted.append(result)
@@ -146,7 +145,7 @@ def by_step(points: Sequence[Point]) -> dict[int, float]:
     return values
 
 
-def trial_order(trial: TrialResult) -> tuple:
+def trial_order(trial: CountedTrial) -> tuple:
     seed = trial.seed if trial.seed is not None else -1
     return (trial.framework, trial.init, trial.method, trial.variant, seed, trial.run_id)
 

@@ -18,7 +18,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sweeper.summarize.records import Comparison, GroupStats, TrialResult
+from sweeper.summarize.records import Comparison, CountedTrial, GroupStats
 
 CONFIDENCE = 0.95
 FEW_RUNS = 3
@@ -110,9 +110,9 @@ def welch(a: Sequence[float], b: Sequence[float], confidence: float = CONFIDENCE
     return Welch(diff, diff - half, diff + half, df, t, p)
 
 
-def group_stats(trials: Sequence[TrialResult]) -> list[GroupStats]:
+def group_stats(trials: Sequence[CountedTrial]) -> list[GroupStats]:
     """Table 2: one row per group of counted trials, in table order."""
-    members: dict[str, list[TrialResult]] = {}
+    members: dict[str, list[CountedTrial]] = {}
     for trial in trials:
         members.setdefault(trial.group, []).append(trial)
     rows = []
@@ -145,7 +145,7 @@ def group_stats(trials: Sequence[TrialResult]) -> list[GroupStats]:
     return rows
 
 
-def compare(groups: Sequence[GroupStats], trials: Sequence[TrialResult]) -> list[Comparison]:
+def compare(groups: Sequence[GroupStats], trials: Sequence[CountedTrial]) -> list[Comparison]:
     """Pretrained vs random within each framework, then fairseq vs HF within each init.
 
     Only groups that agree on everything else (method and any varied hyperparameters)

@@ -30,7 +30,9 @@ ERROR_ARTIFACT = "error.txt"
 TAG_LIMIT = 8000  # mlflow.utils.validation.MAX_TAG_VAL_LENGTH
 METRICS_PER_BATCH = 1000  # MLflow's per-request metric limit
 
-Point = tuple[int, str, float]
+MetricPoint = tuple[int, str, float]
+"""(step, metric key, value): one point for the driver to log (not the summariser's
+`sweeper.summarize.records.Point`, which is a logged value read back)."""
 
 
 class MetricLog:
@@ -44,9 +46,9 @@ class MetricLog:
         for key, step in last_steps.items():
             self._last[(run_id, key)] = max(step, self._last.get((run_id, key), step))
 
-    def new_points(self, run_id: str, points: Iterable[Sequence[Any]]) -> list[Point]:
+    def new_points(self, run_id: str, points: Iterable[Sequence[Any]]) -> list[MetricPoint]:
         """The points not logged yet, in order; marks them as logged."""
-        kept: list[Point] = []
+        kept: list[MetricPoint] = []
         for step, key, value in points:
             step = int(step)
             if step > self._last.get((run_id, key), -1) and value is not None:
@@ -99,9 +101,12 @@ class Recorder:
         run_id = self.runs[key]
         self._tags(
             run_id,
-            {layout.TAG_STATUS: layout.STATUS_RUNNING, layout.TAG_RAY_TRIAL_ID: ray_trial_id},
+            {layout.TAG_STATUS: layout.Status.RUNNING, layout.TAG_RAY_TRIAL_ID: ray_trial_id},
         )
-        self._put(f"status of run {run_id}", self.client.update_run, run_id, status="RUNNING")
+        self._put(
+            f"status of run {run_id}",
+            self.client.update_run, run_id, status=layout.RunState.RUNNING,
+        )  # fmt: skip
 
     def result(self, key: str, result: Mapping[str, Any]) -> int:
         """Log a trial report's new metric points (and its node, params counts); returns
@@ -134,8 +139,8 @@ class Recorder:
 
     def finished(self, key: str) -> None:
         run_id = self.runs[key]
-        self._tags(run_id, {layout.TAG_STATUS: layout.STATUS_FINISHED})
-        self._put(f"end of run {run_id}", self.client.set_terminated, run_id, status="FINISHED")
+        self._tags(run_id, {layout.TAG_STATUS: layout.Status.FINISHED})
+        self._end(run_id, layout.RunState.FINISHED)
 
     def failed(self, key: str, error: str) -> None:
         """Past its retries: FAILED, with the error tail as a tag and, where the artifact
@@ -150,14 +155,13 @@ class Recorder:
             optional=True,
         )
         self._tags(
-            run_id, {layout.TAG_STATUS: layout.STATUS_FAILED, layout.TAG_ERROR: error_tag(error)}
+            run_id, {layout.TAG_STATUS: layout.Status.FAILED, layout.TAG_ERROR: error_tag(error)}
         )
-        self._put(f"end of run {run_id}", self.client.set_terminated, run_id, status="FAILED")
+        self._end(run_id, layout.RunState.FAILED)
 
     def interrupted(self, key: str) -> None:
         """The sweep stopped before this trial ended (Ctrl-C): KILLED, resumable."""
-        run_id = self.runs[key]
-        self._put(f"end of run {run_id}", self.client.set_terminated, run_id, status="KILLED")
+        self._end(self.runs[key], layout.RunState.KILLED)
 
     def check(self) -> None:
         """Raise TrackingDown if the store has stayed unreachable past the bound."""
@@ -174,6 +178,9 @@ class Recorder:
         self._put(
             f"tags of run {run_id}", self.client.log_batch, run_id, tags=batch, synchronous=True
         )
+
+    def _end(self, run_id: str, state: layout.RunState) -> None:
+        self._put(f"end of run {run_id}", self.client.set_terminated, run_id, status=state)
 
     def _put(self, what: str, method: Callable[..., object], *args: Any, **kwargs: Any) -> None:
         self.outbox.put(what, lambda: method(*args, **kwargs))

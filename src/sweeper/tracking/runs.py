@@ -1,12 +1,15 @@
 """Trial runs keyed by trial key: find them, decide what a (re)start must do, create them.
 
-DESIGN invariant 1 (one trial key, one MLflow run) is kept here by construction: the
+docs/architecture.md, invariant 1 (one trial key, one MLflow run) is kept here by construction: the
 driver looks every key up *before* any trial starts, creates the runs that are missing,
 and hands each trial the id of its run. A Ray retry, or a `--resume` after the driver
 died, is given the same id again, so nothing downstream can open a second run.
 
 The planning step (`plan_runs`) is a pure function of the grid and the runs found, so
 the resume rules are unit-tested without MLflow.
+
+`search_all` is the one paged run search: the planner, the parent run's lookup and the
+summariser all read runs through it, so none of them can stop at the first page.
 """
 
 from __future__ import annotations
@@ -24,8 +27,7 @@ if TYPE_CHECKING:
     from mlflow import MlflowClient
     from mlflow.entities import Run
 
-STAGE_GRID = "grid"
-TERMINAL = frozenset({"FINISHED", "FAILED", "KILLED"})
+PAGE_SIZE = 50_000  # MLflow's SEARCH_MAX_RESULTS_THRESHOLD
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,9 @@ class FoundRun:
     @property
     def finished(self) -> bool:
         """Finished for good: MLflow and sweeper agree (the summariser's rule 1)."""
-        return self.mlflow_status == "FINISHED" and self.status == layout.STATUS_FINISHED
+        return (
+            self.mlflow_status == layout.RunState.FINISHED and self.status == layout.Status.FINISHED
+        )
 
 
 @dataclass(frozen=True)
@@ -77,7 +81,7 @@ def flatten_params(identity: Mapping[str, Any], prefix: str = "") -> dict[str, s
     return flat
 
 
-def trial_tags(trial: Trial, stage: str = STAGE_GRID) -> dict[str, str]:
+def trial_tags(trial: Trial, stage: layout.Stage = layout.Stage.GRID) -> dict[str, str]:
     """The tags a trial run is created with (status and Ray ids come later)."""
     return {
         layout.TAG_ROLE: layout.ROLE_TRIAL,
@@ -88,7 +92,7 @@ def trial_tags(trial: Trial, stage: str = STAGE_GRID) -> dict[str, str]:
         layout.TAG_INIT: trial.init,
         layout.TAG_FRAMEWORK: trial.framework,
         layout.TAG_METHOD: trial.method,
-        layout.TAG_STAGE: stage,
+        layout.TAG_STAGE: str(stage),
     }
 
 
@@ -97,15 +101,16 @@ def role_filter(role: str, sweep: str) -> str:
     return f"tags.`{layout.TAG_ROLE}` = '{role}' and tags.`{layout.TAG_SWEEP}` = '{_quote(sweep)}'"
 
 
-def search_all(client: MlflowClient, experiment_id: str, filter_string: str) -> list[Run]:
-    """Every active run matching the filter, all pages, earliest started first."""
+def search_all(client: MlflowClient, experiment_id: str, filter_string: str = "") -> list[Run]:
+    """Every active run of the experiment matching the filter (all of them for ""), all
+    pages, earliest started first."""
     runs: list[Run] = []
     token: str | None = None
     while True:
         page = client.search_runs(
             [experiment_id],
             filter_string=filter_string,
-            max_results=50_000,
+            max_results=PAGE_SIZE,
             order_by=["attributes.start_time ASC"],
             page_token=token,
         )
@@ -171,7 +176,7 @@ def create_trial_run(
     experiment_id: str,
     parent_run_id: str,
     trial: Trial,
-    stage: str = STAGE_GRID,
+    stage: layout.Stage = layout.Stage.GRID,
     extra_tags: Mapping[str, str] | None = None,
     run_name: str | None = None,
 ) -> str:
@@ -185,7 +190,7 @@ def create_trial_run(
     params = [Param(k, v) for k, v in redact_values(flatten_params(trial.identity())).items()]
     for start in range(0, len(params), 100):  # MLflow's per-batch param limit
         client.log_batch(run.info.run_id, params=params[start : start + 100], synchronous=True)
-    client.update_run(run.info.run_id, status="SCHEDULED")
+    client.update_run(run.info.run_id, status=layout.RunState.SCHEDULED)
     return run.info.run_id
 
 

@@ -1,9 +1,15 @@
-"""Opening a sweep's tracking store, failing fast when a tracking server is unreachable.
+"""Opening a sweep's tracking store, and the one check that the store can be reached.
 
-DESIGN invariant 5: an unreachable tracking server is reported before any trial
-starts, with exit code 2. MLflow's own client would retry a dead server for minutes
-(and only when the first run is logged), so the driver asks the server's `/health`
-endpoint once, with a short timeout, before doing anything else.
+docs/architecture.md, invariant 5: an unreachable tracking server is reported before
+any trial starts, with exit code 2. MLflow's own client would retry a dead server for
+minutes (and only when the first run is logged), so the driver asks the server's
+`/health` endpoint once, with a short timeout, before doing anything else.
+
+`check_server` is that check for every command: `sweeper run` calls it before opening
+the store (a local store that does not exist yet is created), `sweeper summarize` and
+`sweeper ui` call it with `must_exist=True` (there, a missing local store means the
+sweep has not run, and opening it would create an empty one). Each caller words the
+failure for its own users; the exceptions carry what they need.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from sweeper.spec import SweepSpec
-from sweeper.tracking.store import artifact_root, ensure_experiment, experiment_name
+from sweeper.tracking.store import artifact_root, ensure_experiment, experiment_name, sqlite_path
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -27,22 +33,42 @@ SERVER_SCHEMES = frozenset({"http", "https", "databricks"})
 class TrackingUnreachable(Exception):
     """The tracking server did not answer; the message names its URI."""
 
+    def __init__(self, uri: str, reason: str):
+        super().__init__(f"cannot reach the MLflow tracking server at {uri}: {reason}")
+        self.uri = uri
+        self.reason = reason
+
+
+class StoreMissing(Exception):
+    """A local store (SQLite file, file-store folder) that does not exist."""
+
+    def __init__(self, uri: str, path: Path, hint: str = ""):
+        super().__init__(f"no MLflow store at {path} (tracking URI {uri}){hint}")
+        self.uri = uri
+        self.path = path
+
 
 def is_server(uri: str) -> bool:
     """A tracking server chooses its own artifact location; a local store does not."""
     return urlparse(uri).scheme.lower() in SERVER_SCHEMES
 
 
-def check_server(uri: str, timeout: float = HEALTH_TIMEOUT_S) -> None:
-    """Raise TrackingUnreachable unless the http(s) server at `uri` answers `/health`.
+def check_server(uri: str, timeout: float = HEALTH_TIMEOUT_S, *, must_exist: bool = False) -> None:
+    """Raise TrackingUnreachable unless the http(s) server at `uri` answers `/health`;
+    with `must_exist`, also raise StoreMissing for a local store that is not there.
 
     Any HTTP answer below 500 counts as reachable (a proxy may hide `/health`, and an
     authentication error is better reported by MLflow itself); no answer, or a 5xx,
-    does not. Other schemes (sqlite, file, databases) are not servers: nothing to do.
+    does not. Databases other than SQLite are left to MLflow: nothing to do.
     """
     scheme = urlparse(uri).scheme.lower()
-    if scheme not in {"http", "https"}:
-        return
+    if scheme in {"http", "https"}:
+        _ask_health(uri, timeout)
+    elif must_exist:
+        _check_local(uri, scheme)
+
+
+def _ask_health(uri: str, timeout: float) -> None:
     url = uri.rstrip("/") + "/health"
     try:
         with urllib.request.urlopen(url, timeout=timeout):
@@ -53,7 +79,19 @@ def check_server(uri: str, timeout: float = HEALTH_TIMEOUT_S) -> None:
         reason = f"HTTP {exc.code} from {url}"
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = str(getattr(exc, "reason", exc))
-    raise TrackingUnreachable(f"cannot reach the MLflow tracking server at {uri}: {reason}")
+    raise TrackingUnreachable(uri, reason)
+
+
+def _check_local(uri: str, scheme: str) -> None:
+    """A SQLite file must be a file; a file store (a bare path or `file:`) must exist."""
+    if scheme == "sqlite":
+        db = sqlite_path(uri)
+        if db is not None and not db.is_file():
+            raise StoreMissing(uri, db, "; has the sweep run yet?")
+    elif scheme in {"", "file"}:
+        folder = Path(urlparse(uri).path if scheme == "file" else uri)
+        if not folder.exists():
+            raise StoreMissing(uri, folder)
 
 
 def open_store(spec: SweepSpec, uri: str) -> tuple[MlflowClient, str]:

@@ -1,15 +1,20 @@
 """Resolving a spec to its MLflow store: tracking URI, artifact folder, experiment.
 
-DESIGN invariant 6: with no `tracking.uri` a sweep writes to a SQLite store and an
+docs/architecture.md, invariant 6: with no `tracking.uri` a sweep writes to a SQLite store and an
 artifact folder inside its `output_dir`, so a sweep folder is self-contained and can be
 moved or archived as one piece. A tracking server (`tracking.uri: http://...`) chooses
 its own artifact location, so `artifact_root` only matters for stores this machine owns.
+
+`sqlite_path` is the one reading of a `sqlite:` URI: the summariser's fast metric path,
+the reachability check, the UI and the Optuna study storage all need the database file,
+and four hand-rolled parsers had disagreed on query strings and %-escapes.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlparse
 
 from sweeper.spec import SweepSpec
 
@@ -25,6 +30,22 @@ def tracking_uri(spec: SweepSpec) -> str:
     if spec.tracking.uri:
         return spec.tracking.uri
     return f"sqlite:///{Path(spec.output_dir) / DB_FILE}"
+
+
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of a `sqlite:` URI; None for any other store, and for an
+    in-memory or file-less SQLite URI (nothing on disk to check or read).
+
+    SQLAlchemy's form, which MLflow opens: `sqlite:///rel/path` is relative to the
+    working directory, `sqlite:////abs/path` absolute; the URL path minus its first
+    slash is the file either way. A query string (`?mode=ro`) is not part of the file
+    name, and %-escapes are decoded as SQLAlchemy decodes them.
+    """
+    parsed = urlparse(uri)
+    if parsed.scheme.lower() != "sqlite" or len(parsed.path) < 2:
+        return None
+    path = unquote(parsed.path[1:])
+    return None if path == ":memory:" else Path(path)
 
 
 def artifact_root(spec: SweepSpec) -> Path:

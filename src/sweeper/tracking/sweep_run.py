@@ -45,7 +45,7 @@ def open_sweep_run(client: MlflowClient, experiment_id: str, spec: SweepSpec) ->
     existing = search_all(client, experiment_id, role_filter(layout.ROLE_SWEEP, spec.name))
     if existing:
         run_id = existing[-1].info.run_id
-        client.update_run(run_id, status="RUNNING")
+        client.update_run(run_id, status=layout.RunState.RUNNING)
         return run_id
     tags = {layout.TAG_ROLE: layout.ROLE_SWEEP, layout.TAG_SWEEP: spec.name}
     return client.create_run(experiment_id, tags=tags, run_name=spec.name).info.run_id
@@ -118,4 +118,5 @@ def git_state(folder: Path) -> tuple[str | None, bool]:
 
 def close_sweep_run(client: MlflowClient, run_id: str, failed: bool) -> None:
     """FINISHED when every trial finished, FAILED when any did not."""
-    client.set_terminated(run_id, status="FAILED" if failed else "FINISHED")
+    state = layout.RunState.FAILED if failed else layout.RunState.FINISHED
+    client.set_terminated(run_id, status=state)

@@ -15,6 +15,10 @@ from typing import Any, Protocol
 from sweeper import layout
 from sweeper.trainers.events import MetricEvent
 
+EVAL_BATCH_SIZE = 64
+"""Validation and test batch of every trainer and of `--evaluate`'s reload: accuracy does
+not depend on it (no batch-dependent layers at eval), speed does, so it is one number."""
+
 DEFAULT_LOG_INTERVAL = 25
 """Updates between train-loss events unless `job.extra["log_interval"]` says otherwise."""
 
@@ -107,6 +111,11 @@ class Trainer(Protocol):
 
     def trainable_params(self, job: TrialJob) -> tuple[int, int] | None:
         """(trainable, total) parameter counts, when the trainer can tell."""
+        ...
+
+    def reload_inputs(self, job: TrialJob) -> list[str]:
+        """Paths that must exist on this machine for `test_accuracy` to reload the
+        trial's checkpoint and classify its test split (prepared data, init weights)."""
         ...
 
     def test_accuracy(self, job: TrialJob, checkpoint: Path) -> float:

@@ -13,6 +13,9 @@ which has no field for it, on purpose), so the child also reads `SWEEPER_DUMMY_E
 a JSON object mapping a substring of the trial folder's name (e.g. `random-full-s2`,
 or `*` for every trial) to extra keys merged over `job.extra`. The variable reaches
 the child through the Ray worker's environment (local Ray inherits the driver's).
+
+Not shipped as a framework: the tests register it through `$SWEEPER_PLUGINS`
+(tests/conftest.py names `register` below), exactly as a third-party plugin would be.
 """
 
 from __future__ import annotations
@@ -30,6 +33,13 @@ from sweeper.trainers.events import MetricEvent
 
 PREFIX = "@@sweeper-event "
 EXTRA_ENV = "SWEEPER_DUMMY_EXTRA"
+
+
+def register() -> None:
+    """The `$SWEEPER_PLUGINS` hook: make `dummy` a framework (full and LoRA methods)."""
+    from sweeper.frameworks import Framework, register
+
+    register(Framework("dummy", "sweeper.trainers.dummy:DummyTrainer", ("full", "lora")))
 
 
 class DummyTrainer:
@@ -55,6 +65,9 @@ class DummyTrainer:
 
     def trainable_params(self, job: TrialJob) -> tuple[int, int] | None:
         return None
+
+    def reload_inputs(self, job: TrialJob) -> list[str]:
+        return [job.init_checkpoint] if job.method == "lora" else []
 
     def test_accuracy(self, job: TrialJob, checkpoint: Path) -> float:
         """The dummy's "model" is the step its best.json holds; its test accuracy is

@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
+from sweeper.selection import best_point
+
 Split = Literal["train", "valid", "test"]
 
 
@@ -56,10 +58,11 @@ def read_events(path: Path) -> list[MetricEvent]:
 
 def best_validation(events: list[MetricEvent]) -> tuple[MetricEvent, MetricEvent | None] | None:
     """The validation point with the best accuracy (ties: earliest step) and the test
-    event measured at that same step, if any (DESIGN invariant 3)."""
-    valid = [e for e in events if e.split == "valid" and e.accuracy is not None]
-    if not valid:
+    event measured at that same step, if any (docs/architecture.md, invariant 3)."""
+    valid = {e.step: e for e in events if e.split == "valid"}
+    found = best_point((step, e.accuracy) for step, e in valid.items())
+    if found is None:
         return None
-    best = min(valid, key=lambda e: (-e.accuracy, e.step))  # type: ignore[operator]
+    best = valid[found[0]]
     test = next((e for e in events if e.split == "test" and e.step == best.step), None)
     return best, test

@@ -19,16 +19,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from sweeper.trainers.base import Checkpoints, TrialJob, log_interval, warmup_updates
+from sweeper.trainers.base import (
+    EVAL_BATCH_SIZE,
+    Checkpoints,
+    TrialJob,
+    log_interval,
+    warmup_updates,
+)
 from sweeper.trainers.events import MetricEvent
+from sweeper.trainers.fairseq_checkpoints import BEST, LAST, allow_fairseq_checkpoints
 from sweeper.trainers.runner import python_module_command
 
 CHILD_MODULE = "sweeper.trainers.fairseq_main"
-BEST = "checkpoint_best.pt"
-LAST = "checkpoint_last.pt"
 LN2 = math.log(2)
-EVAL_BATCH_SIZE = 64
-"""Validation/test batch (HF's too): results do not depend on it, speed does."""
 EVAL_SPLITS = ("valid", "test")
 """`--valid-subset valid,test`: fairseq tracks the best checkpoint on the first only."""
 _LOG_LINE = re.compile(
@@ -128,6 +131,9 @@ class FairseqTrainer:
         count = count_parameters(path)
         return count, count
 
+    def reload_inputs(self, job: TrialJob) -> list[str]:
+        return [job.fairseq_data]
+
     def test_accuracy(self, job: TrialJob, checkpoint: Path) -> float:
         from sweeper.trainers.reload import fairseq_test_accuracy
 
@@ -184,8 +190,6 @@ def count_parameters(checkpoint: Path) -> int:
     buffers such as `version`. The same count as HF's RobertaForSequenceClassification
     less its token-type row (fairseq has none)."""
     import torch
-
-    from sweeper.trainers.fairseq_main import allow_fairseq_checkpoints
 
     allow_fairseq_checkpoints()
     state = torch.load(checkpoint, map_location="cpu", mmap=True)["model"]

@@ -7,9 +7,10 @@ and applies these fixes around fairseq's own training:
    checkpoints pickle an `argparse.Namespace`: unfixed, fairseq can neither resume from
    checkpoint_last.pt nor be loaded by `RobertaModel.from_pretrained`. The Namespace is
    allowlisted (`allow_fairseq_checkpoints`), nothing broader.
-2. fairseq overwrites checkpoint_best.pt on a *tie* (`>=`); sweeper's rule (DESIGN
-   invariant 3, and HF's strict `>`) is that the earliest best step wins, so the stored
-   best checkpoint is the one whose test accuracy the summariser reports.
+2. fairseq overwrites checkpoint_best.pt on a *tie* (`>=`); sweeper's rule
+   (docs/architecture.md, invariant 3, and HF's strict `>`) is that the earliest best
+   step wins, so the stored best checkpoint is the one whose test accuracy the
+   summariser reports.
 3. fairseq writes checkpoint_best.pt atomically and then *copies* it to
    checkpoint_last.pt; a kill during that copy would leave a torn last checkpoint that
    every retry fails on. A torn last is replaced by best, which is the same state.
@@ -31,18 +32,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from sweeper.trainers.fairseq import BEST, LAST
-
-
-def allow_fairseq_checkpoints() -> None:
-    """Let torch's weights-only loader read fairseq checkpoints (fix 1): their only
-    non-tensor class is the `argparse.Namespace` of legacy model args. Call it before
-    `RobertaModel.from_pretrained` or fairseq's own loaders under torch >= 2.6."""
-    import argparse
-
-    import torch
-
-    torch.serialization.add_safe_globals([argparse.Namespace])
+from sweeper.trainers.fairseq_checkpoints import BEST, LAST, allow_fairseq_checkpoints
 
 
 def keep_earliest_best() -> None:

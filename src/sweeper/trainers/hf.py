@@ -123,6 +123,11 @@ class HFTrainer:
         counts = json.loads(path.read_text(encoding="utf-8"))
         return int(counts["trainable"]), int(counts["total"])
 
+    def reload_inputs(self, job: TrialJob) -> list[str]:
+        """The HF test split; a LoRA checkpoint holds adapters only, so the init
+        weights they apply to too."""
+        return [job.hf_data, *([job.init_checkpoint] if job.method == "lora" else [])]
+
     def test_accuracy(self, job: TrialJob, checkpoint: Path) -> float:
         from sweeper.trainers.reload import hf_test_accuracy
 

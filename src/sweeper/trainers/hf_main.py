@@ -26,7 +26,7 @@ from transformers import (
     TrainingArguments,
 )
 
-from sweeper.trainers.base import TrialJob, log_interval, warmup_updates
+from sweeper.trainers.base import EVAL_BATCH_SIZE, TrialJob, log_interval, warmup_updates
 from sweeper.trainers.events import MetricEvent
 from sweeper.trainers.hf import (
     CHECKPOINT_PREFIX,
@@ -46,8 +46,6 @@ from sweeper.trainers.hf_data import (
     read_splits,
 )
 
-EVAL_BATCH_SIZE = 64
-"""Evaluation batch: results do not depend on it, speed does."""
 BEST_METRIC = "eval_valid_accuracy"
 TRAINING_STATE_FILES = ("optimizer.pt", "scheduler.pt", "rng_state.pth", "scaler.pt")
 """What only resuming needs; kept in the newest checkpoint alone."""
@@ -110,7 +108,7 @@ def build_model(job: TrialJob) -> torch.nn.Module:
 
     The weights always come from the fairseq-format init checkpoint through the models
     package's conversion, never a fresh HF init or a hub download: an HF and a fairseq
-    trial of one seed then start from the same point (DESIGN invariant 2). LoRA's A
+    trial of one seed then start from the same point (docs/architecture.md, invariant 2). LoRA's A
     matrices are drawn right after reseeding, so they depend on the seed alone.
     """
     from sweeper.models import apply_lora, hf_init_model

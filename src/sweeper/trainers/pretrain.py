@@ -20,20 +20,18 @@ import json
 import os
 import shutil
 import time
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
 from sweeper.spec import ArchConfig, PretrainConfig, SweepSpec
 from sweeper.trainers.base import warmup_updates
-from sweeper.trainers.fairseq import CHILD_MODULE, LAST, arch_flags, parse_log_line
+from sweeper.trainers.fairseq import CHILD_MODULE, arch_flags, parse_log_line
+from sweeper.trainers.fairseq_checkpoints import LAST
 from sweeper.trainers.runner import (
-    TAIL_LINES,
     TrainerError,
-    kill_group,
     python_module_command,
-    start_process,
+    stream_process,
     thread_env,
 )
 
@@ -158,29 +156,22 @@ def _train(args: list[str], work: Path, config: PretrainConfig, log: Log) -> Non
     work.mkdir(parents=True)
     command = python_module_command(CHILD_MODULE, *args)
     started = time.monotonic()
-    tail: deque[str] = deque(maxlen=TAIL_LINES)
-    last_loss: float | None = None
+    last_loss: list[float | None] = [None]
+
+    def on_line(line: str) -> None:
+        for event in parse_log_line(line, time.monotonic() - started):
+            log(_progress(event.split, event.step, config.steps, event.loss, started))
+            if event.split == "valid":
+                last_loss[0] = event.loss
+
     with open(work / LOG_FILE, "w", encoding="utf-8") as out:
-        out.write(f"$ {' '.join(command)}\n")
-        proc = start_process(command, _pretrain_env())
-        try:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                out.write(line)
-                out.flush()
-                tail.append(line.rstrip("\n"))
-                for event in parse_log_line(line, time.monotonic() - started):
-                    log(_progress(event.split, event.step, config.steps, event.loss, started))
-                    last_loss = event.loss if event.split == "valid" else last_loss
-            code = proc.wait()
-        except BaseException:
-            kill_group(proc)
-            proc.wait()
-            raise
-    if code != 0:
-        raise TrainerError(f"pretraining (fairseq masked_lm) exited with code {code}", list(tail))
+        ended = stream_process(command, _pretrain_env(), out, on_line)
+    if ended.code != 0:
+        raise TrainerError(
+            f"pretraining (fairseq masked_lm) exited with code {ended.code}", ended.tail
+        )
     info = {"steps": config.steps, "seconds": round(time.monotonic() - started, 1)}
-    info["valid_loss_nats"] = last_loss
+    info["valid_loss_nats"] = last_loss[0]
     (work / INFO_FILE).write_text(json.dumps(info, indent=2), encoding="utf-8")
 
 

@@ -14,13 +14,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sweeper.trainers.base import TrialJob
+from sweeper.trainers.base import EVAL_BATCH_SIZE, TrialJob
 
 if TYPE_CHECKING:
     import torch
-
-EVAL_BATCH = 64
-"""Sentences per forward pass: small enough for any test split on a CPU."""
 
 
 def _device() -> str:
@@ -41,8 +38,7 @@ def fairseq_test_accuracy(job: TrialJob, checkpoint: Path) -> float:
     import torch
     from fairseq.models.roberta import RobertaModel
 
-    from sweeper.trainers.fairseq import BEST
-    from sweeper.trainers.fairseq_main import allow_fairseq_checkpoints
+    from sweeper.trainers.fairseq_checkpoints import BEST, allow_fairseq_checkpoints
 
     allow_fairseq_checkpoints()
     hub = RobertaModel.from_pretrained(
@@ -56,8 +52,8 @@ def fairseq_test_accuracy(job: TrialJob, checkpoint: Path) -> float:
     dataset = hub.task.datasets["test"]
     correct = 0
     with torch.no_grad():
-        for start in range(0, len(dataset), EVAL_BATCH):
-            items = [dataset[i] for i in range(start, min(start + EVAL_BATCH, len(dataset)))]
+        for start in range(0, len(dataset), EVAL_BATCH_SIZE):
+            items = [dataset[i] for i in range(start, min(start + EVAL_BATCH_SIZE, len(dataset)))]
             batch = dataset.collater(items)  # right-padded, as in training
             tokens = batch["net_input"]["src_tokens"].to(_device())
             predicted = hub.predict("sentence_classification_head", tokens).argmax(-1)
@@ -95,8 +91,10 @@ def _classify(model: torch.nn.Module, data) -> float:
 
     collate, correct = PadCollator(), 0
     with torch.no_grad():
-        for start in range(0, len(data), EVAL_BATCH):
-            batch = collate([data[i] for i in range(start, min(start + EVAL_BATCH, len(data)))])
+        for start in range(0, len(data), EVAL_BATCH_SIZE):
+            batch = collate(
+                [data[i] for i in range(start, min(start + EVAL_BATCH_SIZE, len(data)))]
+            )
             logits = model(
                 input_ids=batch["input_ids"].to(_device()),
                 attention_mask=batch["attention_mask"].to(_device()),

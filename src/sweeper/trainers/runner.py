@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 from sweeper import layout
 from sweeper.trainers.base import Checkpoints, Trainer, TrialJob
@@ -74,47 +75,32 @@ def run_trainer(
     out = Path(job.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     job.save(out / layout.TRIAL_CONFIG_FILE)
-    command = trainer.command(job)
     started = time.monotonic()
-    tail: deque[str] = deque(maxlen=TAIL_LINES)
-    stop_reason: list[str] = []
 
     with (
         open(out / layout.TRAINER_LOG_FILE, "a", encoding="utf-8") as log,
         open(out / layout.EVENTS_FILE, "a", encoding="utf-8") as events_file,
     ):
-        log.write(f"$ {' '.join(command)}\n")
-        log.flush()
-        proc = start_process(command, thread_env(job.threads))
-        timer = _start_timeout(proc, timeout_s, stop_reason)
-        try:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                log.write(line)
-                log.flush()
-                tail.append(line.rstrip("\n"))
-                for event in trainer.parse_line(line, time.monotonic() - started):
-                    events_file.write(event.to_json() + "\n")
-                    events_file.flush()
-                    if not event.is_finite() and not stop_reason:
-                        stop_reason.append(
-                            f"non-finite {event.split} loss/accuracy at step {event.step}"
-                        )
-                        kill_group(proc)
-                    if on_event is not None:
-                        on_event(event)
-            code = proc.wait()
-        except BaseException:
-            kill_group(proc)
-            raise
-        finally:
-            if timer is not None:
-                timer.cancel()
 
-    if stop_reason:
-        raise TrainerError(stop_reason[0], list(tail))
-    if code != 0:
-        raise TrainerError(f"{trainer.name} trainer exited with code {code}", list(tail))
+        def on_line(line: str) -> str | None:
+            stop = None
+            for event in trainer.parse_line(line, time.monotonic() - started):
+                events_file.write(event.to_json() + "\n")
+                events_file.flush()
+                if not event.is_finite() and stop is None:
+                    stop = f"non-finite {event.split} loss/accuracy at step {event.step}"
+                if on_event is not None:
+                    on_event(event)
+            return stop
+
+        ended = stream_process(
+            trainer.command(job), thread_env(job.threads), log, on_line, timeout_s
+        )
+
+    if ended.stopped:
+        raise TrainerError(ended.stopped, ended.tail)
+    if ended.code != 0:
+        raise TrainerError(f"{trainer.name} trainer exited with code {ended.code}", ended.tail)
     return TrialResult(
         out_dir=out,
         events=read_events(out / layout.EVENTS_FILE),
@@ -122,6 +108,56 @@ def run_trainer(
         wall_time=time.monotonic() - started,
         trainable_params=trainer.trainable_params(job),
     )
+
+
+@dataclass(frozen=True)
+class Ended:
+    """How a streamed process ended."""
+
+    code: int
+    tail: list[str]
+    """Its last TAIL_LINES lines of output."""
+    stopped: str | None
+    """Why it was killed (a line's verdict, the timeout), or None if it exited itself."""
+
+
+def stream_process(
+    command: list[str],
+    env: dict[str, str],
+    log: TextIO,
+    on_line: Callable[[str], str | None],
+    timeout_s: float | None = None,
+) -> Ended:
+    """Run `command` in its own process group, copying every output line to `log` and
+    handing it to `on_line`, until it exits. The one stream-and-kill loop of trainers
+    and pretraining: a line whose `on_line` returns a reason, or the timeout, kills the
+    whole group (the rest of its output is still read); an exception here (Ctrl-C, a
+    failing callback) kills it too, so no trainer outlives its caller."""
+    log.write(f"$ {' '.join(command)}\n")
+    log.flush()
+    tail: deque[str] = deque(maxlen=TAIL_LINES)
+    stop_reason: list[str] = []
+    proc = start_process(command, env)
+    timer = _start_timeout(proc, timeout_s, stop_reason)
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            log.write(line)
+            log.flush()
+            tail.append(line.rstrip("\n"))
+            reason = on_line(line)
+            if reason is not None and not stop_reason:
+                stop_reason.append(reason)
+                kill_group(proc)
+        code = proc.wait()
+    except BaseException:
+        kill_group(proc)
+        proc.wait()
+        raise
+    finally:
+        if timer is not None:
+            timer.cancel()
+    return Ended(code, list(tail), stop_reason[0] if stop_reason else None)
 
 
 def start_process(command: list[str], env: dict[str, str]) -> subprocess.Popen:

@@ -30,6 +30,8 @@ class SweepInputs:
     hf_data: Path
     vocab_size: int
     num_classes: int
+    """Classes the data's labels have (a trial's head has `train.num_classes`, at least
+    these)."""
     num_train: int
     pretrained: Path | None
     """fairseq checkpoint of the `pretrained` init; None when the grid has no such init."""
@@ -40,6 +42,7 @@ def prepare_inputs(spec: SweepSpec, log: Log = print, need_pretrained: bool = Tr
     from sweeper.data import prepare
 
     prepared = prepare(spec, log=log)
+    _check_classes(spec, prepared.labels)
     pretrained: Path | None = None
     if need_pretrained and "pretrained" in spec.grid.init:
         if spec.model.checkpoint is not None:
@@ -58,6 +61,20 @@ def prepare_inputs(spec: SweepSpec, log: Log = print, need_pretrained: bool = Tr
     )
 
 
+def _check_classes(spec: SweepSpec, labels: tuple[str, ...]) -> None:
+    """`train.num_classes` sizes every trial's classifier head, so it must hold every
+    label the data has (more is allowed: a label absent from these splits). Checked
+    once, before pretraining and before any run exists."""
+    from sweeper.data.errors import DataError
+
+    asked = [spec.train.num_classes, *spec.grid.params.get("train.num_classes", [])]
+    if min(int(n) for n in asked) < len(labels):
+        raise DataError(
+            f"train.num_classes is {min(asked)}, but the labels have {len(labels)} classes "
+            f"({', '.join(labels)}): set train.num_classes to at least {len(labels)}"
+        )
+
+
 def build_job(
     spec: SweepSpec, trial: Trial, inputs: SweepInputs, out_dir: Path, threads: int = 1
 ) -> TrialJob:
@@ -68,7 +85,7 @@ def build_job(
     init = init_checkpoint(
         arch=arch,
         vocab_size=inputs.vocab_size,
-        num_classes=inputs.num_classes,
+        num_classes=int(trial.train["num_classes"]),
         init=trial.init,
         seed=trial.seed,
         pretrained=inputs.pretrained if trial.init == "pretrained" else None,
@@ -82,7 +99,7 @@ def build_job(
         train=trial.train,
         lora=trial.lora,
         arch=arch.model_dump(mode="json"),
-        num_classes=inputs.num_classes,
+        num_classes=int(trial.train["num_classes"]),
         num_train=inputs.num_train,
         fairseq_data=str(inputs.fairseq_data),
         hf_data=str(inputs.hf_data),
@@ -107,7 +124,8 @@ def run_trial(
     if inputs is None:
         inputs = prepare_inputs(spec, log=log, need_pretrained=trial.init == "pretrained")
     job = build_job(spec, trial, inputs, out_dir, threads=threads)
-    timeout = spec.train.timeout_min * 60 if spec.train.timeout_min else None
+    minutes = trial.train.get("timeout_min")  # the trial's own: it may be a grid axis
+    timeout = float(minutes) * 60 if minutes else None
     return run_trainer(get_trainer(trial.framework), job, on_event=on_event, timeout_s=timeout)
 
 

@@ -1,15 +1,16 @@
 """Pre-flight: every input file a sweep reads is checked before anything is written.
 
-DESIGN invariant 5 (bad input fails early and clearly) needs more than a valid spec:
-`sweeper run` opens the MLflow store (a SQLite file in `output_dir`) before it
-prepares the data, and a pretrained checkpoint of the wrong shape would only fail
-inside the trials, after their runs exist. So `check_inputs` reads what the sweep
+docs/architecture.md, invariant 5 (bad input fails early and clearly) needs more than
+a valid spec: `sweeper run` opens the MLflow store (a SQLite file in `output_dir`)
+before it prepares the data, and a pretrained checkpoint of the wrong shape would only
+fail inside the trials, after their runs exist. So `check_inputs` reads what the sweep
 will read, cheaply and with the same readers preparation and trials use (one way to
 check each thing): the raw splits (UTF-8, aligned text/label lines, known labels),
 the sentencepiece model (it loads), `dict.txt` (fairseq's line rules, the vocabulary
 size the arch declares) and the pretrained checkpoint (a fairseq state dict whose
-tensors match the spec's arch). The first problem is raised as a `DataError`, whose
-text reads `FILE[:LINE]: what is wrong (expected ...)`; nothing is created.
+tensors match the spec's arch). `check_inputs` raises the first problem as a
+`DataError`, whose text reads `FILE[:LINE]: what is wrong (expected ...)`; `preflight`
+returns it as an error line for the caller to print. Nothing is created.
 
 Files sweeper produces itself (the generated demo corpus, its sentencepiece model and
 dict, the pretraining stage's checkpoint) are not checked here: they do not exist yet.
@@ -24,14 +25,15 @@ from sweeper.data.errors import DataError
 from sweeper.spec import SweepSpec
 
 
-def check_or_exit(spec: SweepSpec) -> None:
-    """`check_inputs` for the CLI: print `error: FILE: ...` and exit 2 on a problem."""
-    from sweeper.cli.common import fail
-
+def preflight(spec: SweepSpec) -> list[str]:
+    """The problems that stop `spec` from running, as `FILE[:LINE]: ...` lines (empty
+    when none; checking stops at the first problem, as every later check reads what
+    the earlier ones vouched for)."""
     try:
         check_inputs(spec)
     except DataError as exc:
-        fail(str(exc))
+        return [str(exc)]
+    return []
 
 
 def check_inputs(spec: SweepSpec) -> None:

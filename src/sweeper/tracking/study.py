@@ -27,6 +27,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sweeper.tracking.store import sqlite_path
+
 if TYPE_CHECKING:
     import optuna
 
@@ -92,7 +94,8 @@ def open_existing(url: str, name: str) -> optuna.Study | None:
     import optuna
 
     quiet_optuna()
-    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).is_file():
+    db = sqlite_path(url)
+    if db is not None and not db.is_file():
         return None
     try:
         return optuna.load_study(study_name=name, storage=url)

@@ -1,16 +1,16 @@
-"""Spec -> Ray Tune Tuner, and the trainable every Ray trial runs.
+"""The trial side of the Tune layer: what runs inside a Ray trial, and what it reports.
 
-The grid is a `tune.grid_search` over trial keys: Ray schedules *which* trial runs
-where and retries it, while what a trial computes stays entirely in
+A Ray trial runs one sweep trial: what it computes stays entirely in
 `sweeper.trainers.trial.run_trial`, the function `sweeper trial` calls too. A trial's
 folder (`trial_dir`) is a function of its key, so a Ray retry, or a resumed sweep,
 restarts the trainer where its own last checkpoint left off; Tune checkpoints are not
 used at all.
 
 A trial talks to MLflow only to upload its artifacts; its metrics travel in Tune
-reports to the driver, which records them (`sweeper.tracking.recorder`). Each report
-carries the metric points since the previous one as `[step, key, value]` triples, so
-train-loss points logged between validations reach MLflow through the same channel.
+reports to the driver, which records them (`sweeper.tracking.recorder`, through
+`sweeper.tune.callback`). Each report carries the metric points since the previous one
+as `[step, key, value]` triples, so train-loss points logged between validations reach
+MLflow through the same channel.
 
 Ray is imported inside the functions: `sweeper --help` must not load it.
 """
@@ -18,10 +18,8 @@ Ray is imported inside the functions: `sweeper --help` must not load it.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from sweeper import layout
@@ -213,112 +211,3 @@ def _keep_what_happened(reporter: Reporter, upload: Callable[[], object]) -> Non
             step()
         except Exception as exc:
             logging.getLogger(__name__).warning("after a trial failure: %s", exc)
-
-
-class TrialNames:
-    """Tune trial names and folders named like the sweep's trials (picklable)."""
-
-    def __init__(self, names: dict[str, str]):
-        self.names = names
-
-    def __call__(self, trial: Any) -> str:
-        return self.names.get(trial.config.get(CONFIG_KEY), trial.trial_id)
-
-
-def build_tuner(
-    ctx: TrialContext,
-    keys: Sequence[str],
-    *,
-    max_concurrent: int | None,
-    callbacks: Sequence[Any],
-    name: str,
-) -> Any:
-    """The Tuner running `keys`: grid over keys, per-trial resources, retries."""
-    from ray import tune
-
-    spec = ctx.spec
-    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # verbose=0 then prints nothing
-    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")  # MLflow is the record
-    resources = {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu}
-    trainable = tune.with_resources(tune.with_parameters(run_ray_trial, ctx=ctx), resources)
-    names = TrialNames({key: f"{ctx.trials[key].name}-{key[:8]}" for key in keys})
-    return tune.Tuner(
-        trainable,
-        param_space={CONFIG_KEY: tune.grid_search(list(keys))},
-        tune_config=tune.TuneConfig(
-            max_concurrent_trials=max_concurrent,
-            # A finished trial's Ray worker runs the next trial: a fresh one re-imports
-            # torch and mlflow first (measured 4-8 s per trial; docs/benchmarks.md).
-            reuse_actors=True,
-            trial_name_creator=names,
-            trial_dirname_creator=names,
-        ),
-        run_config=tune.RunConfig(
-            name=name,
-            storage_path=str(Path(spec.output_dir).resolve() / "ray"),
-            verbose=0,
-            callbacks=list(callbacks),
-            failure_config=tune.FailureConfig(max_failures=spec.retries),
-        ),
-    )
-
-
-def keep_ray_on_loopback() -> None:
-    """Make an embedded Ray stay on 127.0.0.1.
-
-    Ray rewrites a node address of 127.0.0.1 to the machine's outward address
-    (`resolve_ip_for_localhost`) unless its multi-node support is off, in which case it
-    uses the loopback address. A single-machine sweep needs no other node, so it turns
-    that support off: set before Ray is imported (its constant is read at import, and
-    Ray's worker processes inherit the environment), and on the constant in case
-    something imported Ray already.
-    """
-    import sys
-
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    constants = sys.modules.get("ray._private.ray_constants")
-    if constants is not None:
-        constants.ENABLE_RAY_CLUSTER = False
-
-
-def start_ray(address: str | None, log_file: Path) -> bool:
-    """Connect to the cluster at `address` (or $RAY_ADDRESS), else start Ray on this
-    machine bound to 127.0.0.1 with all its cores. Ray's own log lines go to
-    `log_file`, not the terminal. Returns True when Ray was started here (embedded).
-    Already connected (a search's confirm stage runs on the search stage's Ray), it
-    returns False: whoever connected shuts Ray down."""
-    address = address or os.environ.get("RAY_ADDRESS") or None
-    if not address:
-        keep_ray_on_loopback()
-    import ray
-
-    if ray.is_initialized():
-        return False
-
-    quiet = {"log_to_driver": False, "logging_level": logging.ERROR}
-    if address:
-        ray.init(address=address, **quiet)
-    else:
-        ray.init(
-            address="local",  # a new instance, never a `ray start` cluster found on disk
-            _node_ip_address="127.0.0.1",
-            include_dashboard=False,
-            num_cpus=len(os.sched_getaffinity(0)),
-            **quiet,
-        )
-    route_ray_logs(log_file)
-    return not address
-
-
-def route_ray_logs(log_file: Path) -> None:
-    """Send the `ray` loggers (Tune's tracebacks, warnings) to a file: the progress view
-    reports every trial's fate, and the full text stays available there."""
-    log_file.parent.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(log_file, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logger = logging.getLogger("ray")
-    for old in list(logger.handlers):
-        logger.removeHandler(old)
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    logger.propagate = False

@@ -30,7 +30,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-BIN = Path(sys.executable).parent
+from tests.support.processes import BIN, clean_env
+
 RAY = str(BIN / "ray")
 SWEEPER = str(BIN / "sweeper")
 HOST = "127.0.0.1"
@@ -45,17 +46,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind((HOST, 0))
         return sock.getsockname()[1]
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    """This environment without pointers to other clusters or stores, with this
-    interpreter's bin first on PATH (Ray jobs then find `sweeper` there)."""
-    drop = {"RAY_ADDRESS", "RAY_API_SERVER_ADDRESS", "MLFLOW_TRACKING_URI", "SWEEPER_DUMMY_EXTRA"}
-    env = {k: v for k, v in os.environ.items() if k not in drop}
-    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
-    env["RAY_USAGE_STATS_ENABLED"] = "0"
-    env.update(extra)
-    return env
 
 
 def _node_ports() -> list[str]:

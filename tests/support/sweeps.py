@@ -1,4 +1,4 @@
-"""Shared set-up of the `sweeper run` integration tests (test_run_*.py).
+"""The tiny sweep of the `sweeper run` integration tests, and readers of its store.
 
 Each test runs the real CLI in a subprocess (real Ray on 127.0.0.1, real MLflow SQLite
 store, real trainer subprocesses) on a tiny generated corpus. Two costs are paid once
@@ -12,17 +12,15 @@ per session instead of once per sweep, without changing what a sweep does:
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import shutil
-import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from tests.support.processes import clean_env, kill_group, sweeper_command
 
 TRAIN = 80
 BATCH = 8
@@ -104,15 +102,10 @@ def new_sweep(
 
 def sweeper_env(extra: dict[str, Any] | None = None) -> dict[str, str]:
     """The environment of a `sweeper run` subprocess: local Ray, optional dummy faults."""
-    env = {k: v for k, v in os.environ.items() if k not in {"RAY_ADDRESS", "MLFLOW_TRACKING_URI"}}
-    env.pop("SWEEPER_DUMMY_EXTRA", None)
+    env = clean_env()
     if extra:
         env["SWEEPER_DUMMY_EXTRA"] = json.dumps(extra)
     return env
-
-
-def sweeper_command(*args: str | Path) -> list[str]:
-    return [sys.executable, "-m", "sweeper.cli.main", *map(str, args)]
 
 
 def run_sweeper(
@@ -132,13 +125,6 @@ def run_sweeper(
     finally:
         kill_group(proc.pid)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-
-
-def kill_group(pid: int) -> None:
-    """SIGKILL what is left of the process group a test started (its pid is the pgid):
-    Ray's helper processes outlive a SIGKILLed driver."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
 
 
 def client_for(out: Path) -> Any:

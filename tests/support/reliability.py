@@ -3,7 +3,7 @@
 docs/reliability.md must come from an actual test run, not from memory, so every
 scenario test calls `record` with its measured figures; `make reliability` sets
 $SWEEPER_RELIABILITY_LOG, runs those tests and turns the JSON lines into the table
-(tests/integration/reliability_report.py). Outside that target the call does nothing.
+(tests/support/reliability_report.py). Outside that target the call does nothing.
 """
 
 from __future__ import annotations

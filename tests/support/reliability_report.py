@@ -1,6 +1,6 @@
 """Turn the reliability record (JSON lines from `reliability.record`) into docs/reliability.md.
 
-    python tests/integration/reliability_report.py LOG OUT.md --command "make reliability"
+    python tests/support/reliability_report.py LOG OUT.md --command "make reliability"
 
 The page is a function of the log and the arguments only (rows sorted by scenario, the
 date is the log's latest entry, the machine is passed in), so running it twice on the
@@ -18,7 +18,7 @@ from pathlib import Path
 TITLE = "# Reliability: injected faults and bad input, and what the sweep did"
 INTRO = (
     "Every row was written by the test named under it, after its assertions, with the\n"
-    "figures it measured (tests/integration/reliability.py). Regenerate with\n"
+    "figures it measured (tests/support/reliability.py). Regenerate with\n"
     "`make reliability`; do not edit by hand."
 )
 

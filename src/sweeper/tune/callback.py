@@ -6,7 +6,15 @@ the Recorder (MLflow) and the Progress view. Deliberately not Ray's
 which would break "one trial key, one run"; here the run of each key was fixed before
 Tune started.
 
-This module imports Ray at the top; only `sweeper.cli.run` imports it, inside `run()`.
+State. Tune checkpoints a callback's state through `get_state`/`set_state` (for
+`Tuner.restore`, which sweeper does not use: MLflow is the state a resume starts from);
+the state here is `ended`. Ray 2.60 also pickles every callback whole into the
+experiment's `tuner.pkl` when the Tuner is built; the live MLflow client (inside the
+Recorder) and the terminal (inside Progress) are not picklable and are not state, so
+pickling goes through the same `get_state`/`set_state` pair and nothing else.
+
+This module imports Ray at the top; only the engine and the search stage import it,
+inside functions.
 """
 
 from __future__ import annotations
@@ -16,10 +24,10 @@ from typing import Any
 
 from ray.tune import Callback
 
-from sweeper.progress import Progress
 from sweeper.tracking.recorder import Recorder
 from sweeper.trainers.runner import TrainerError
-from sweeper.tune import CONFIG_KEY, FINAL
+from sweeper.tune.progress import Progress
+from sweeper.tune.trainable import CONFIG_KEY, FINAL
 
 ERROR_LINES = 60
 
@@ -33,14 +41,20 @@ class TrackingCallback(Callback):
         self.ended: set[str] = set()
         """Keys whose run was closed (finished or failed) in this invocation."""
 
-    def __getstate__(self) -> dict[str, Any]:
-        """Tune pickles its callbacks into the experiment state (for `Tuner.restore`,
-        which sweeper does not use: MLflow is the state a resume starts from). The live
-        MLflow client and terminal are not picklable, and not state: leave them out."""
+    def get_state(self) -> dict[str, Any]:
+        """Tune's checkpoint of this callback: which keys' runs were closed."""
         return {"ended": set(self.ended)}
 
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.ended = set(state["ended"])
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (into `tuner.pkl`) as Tune's own state: see the module docstring."""
+        return self.get_state()
+
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.recorder, self.progress, self.ended = None, None, state["ended"]  # type: ignore[assignment]
+        self.recorder, self.progress = None, None  # type: ignore[assignment]
+        self.set_state(state)
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         key = trial.config[CONFIG_KEY]

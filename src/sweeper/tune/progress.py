@@ -4,7 +4,9 @@ On a terminal it is a `rich.live` table redrawn in place; anywhere else (a log f
 `ray job submit`, CI) it is one plain line per event, e.g.
 `[3/12 done] hf-pretrained-full-s1: step 450/1125 valid 81.0 (best 81.0) eta 40s`,
 so a sweep's log reads as a history. Trials are keyed by trial key; the callback that
-feeds this view knows nothing about how it is drawn.
+feeds this view (`sweeper.tune.callback`) knows nothing about how it is drawn. A trial's
+"best valid" is picked by `sweeper.selection`, the rule the record and the tables use
+(docs/architecture.md, invariant 3).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import sys
 import time
 from dataclasses import dataclass
 from typing import Any, TextIO
+
+from sweeper.selection import is_better
 
 PENDING, RUNNING, RETRYING, FINISHED, FAILED, DONE_BEFORE = (
     "pending",
@@ -58,7 +62,7 @@ class TrialView:
         self.status, self.attempts, self.wall_time, self.first = RUNNING, attempt, None, None
 
     def update(self, result: dict[str, Any]) -> None:
-        """Take in one validation report (see sweeper.tune.Reporter)."""
+        """Take in one validation report (see sweeper.tune.trainable.Reporter)."""
         self.step = int(result.get("step") or self.step)
         self.wall_time = result.get("wall_time", self.wall_time)
         if self.first is None and self.wall_time is not None:
@@ -67,7 +71,7 @@ class TrialView:
         if valid is None:
             return
         self.valid = float(valid)
-        if self.best is None or self.valid > self.best:  # ties keep the earliest step
+        if is_better(self.valid, self.best, "max"):  # strict: ties keep the earliest step
             self.best, self.best_step = self.valid, self.step
             test = result.get("test_accuracy")
             self.best_test = float(test) if test is not None else None

@@ -34,7 +34,7 @@ def _trial(tmp_path: Path, error: BaseException | None, trace: str = "") -> Simp
 def test_a_trainer_error_gives_its_reason_and_log_tail(tmp_path):
     from ray.exceptions import RayTaskError
 
-    from sweeper.tracking.callback import error_text, first_line
+    from sweeper.tune.callback import error_text, first_line
 
     cause = TrainerError("fairseq trainer exited with code 1", ["line a", "CUDA out of memory"])
     wrapped = RayTaskError("train", "traceback text", cause)
@@ -46,7 +46,7 @@ def test_a_trainer_error_gives_its_reason_and_log_tail(tmp_path):
 
 
 def test_another_error_gives_its_type_message_and_trace_end(tmp_path):
-    from sweeper.tracking.callback import ERROR_LINES, error_text
+    from sweeper.tune.callback import ERROR_LINES, error_text
 
     trace = "Failure # 1\n" + "\n".join(f"frame {i}" for i in range(200))
     error = FileNotFoundError("the trainer left no best checkpoint in /x")
@@ -57,6 +57,6 @@ def test_another_error_gives_its_type_message_and_trace_end(tmp_path):
 
 
 def test_nothing_stored_still_says_something(tmp_path):
-    from sweeper.tracking.callback import error_text
+    from sweeper.tune.callback import error_text
 
     assert error_text(_trial(tmp_path, None)) == "trial failed (Ray stored no error text)"

@@ -1,0 +1,136 @@
+"""Run a planned grid on Ray Tune and keep MLflow's record of it.
+
+`run_grid` creates the runs the plan asks for under the sweep's parent run, runs every
+trial that is not finished (a grid Tuner over their keys, `sweeper.tune.tuner`), records
+each trial's fate through the tracking callback, closes the parent run and prints the
+summary. The search stage's confirm step runs through here too.
+
+Exit status: 0 when every trial finished, 1 when one did not (then the `--resume`
+command is printed); a store that stays unreachable past the outbox's bound raises
+SweepError with exit 1 and says how to record what is missing.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sweeper.engine.options import EXIT_FAILED, RunOptions, SweepError
+from sweeper.engine.report import summarise
+from sweeper.engine.session import ray_session
+from sweeper.engine.sweep import Sweep, open_grid, prepare, trial_view
+
+if TYPE_CHECKING:
+    from sweeper.spec import SweepSpec
+    from sweeper.tracking.recorder import Recorder
+    from sweeper.trainers.trial import SweepInputs
+    from sweeper.tune.trainable import RunRef
+
+
+def run_grid_sweep(options: RunOptions, spec: SweepSpec) -> int:
+    """`sweeper run` for a spec without a search block: open, prepare, run."""
+    sweep = open_grid(options, spec)
+    inputs = prepare(spec)
+    return run_grid(sweep, inputs)
+
+
+def run_grid(sweep: Sweep, inputs: SweepInputs) -> int:
+    """Create the runs, run the trials that need running, close the record, summarise."""
+    from sweeper.layout import METRIC_NAMES
+    from sweeper.tracking.outbox import Outbox, TrackingDown
+    from sweeper.tracking.recorder import MetricLog, Recorder, last_steps
+    from sweeper.tracking.runs import artifact_uris, create_trial_run
+    from sweeper.tracking.sweep_run import close_sweep_run, open_sweep_run, record_sweep
+    from sweeper.tune.trainable import RunRef
+
+    client, spec, plan = sweep.client, sweep.spec, sweep.plan
+    parent = open_sweep_run(client, sweep.experiment_id, spec)
+    record_sweep(client, parent, spec, Path(sweep.options.spec_path), len(sweep.trials))
+    run_ids = dict(plan.resume)
+    for key in plan.create:
+        trial = sweep.trials[key]
+        run_ids[key] = create_trial_run(
+            client, sweep.experiment_id, parent, trial, sweep.stage, sweep.tags.get(key)
+        )
+    metrics = MetricLog()
+    for run_id in plan.resume.values():  # what a killed driver had logged already
+        metrics.seed(run_id, last_steps(client, run_id, METRIC_NAMES))
+    uris = artifact_uris(client, run_ids.values())
+    refs = {key: RunRef(run_id, uris[run_id]) for key, run_id in run_ids.items()}
+    unfinished: list[str] = []
+    if refs:
+        recorder = Recorder(client, run_ids, metrics, Outbox(log=_warn))
+        try:
+            unfinished = _run_on_ray(sweep, inputs, refs, recorder, parent)
+        except TrackingDown as exc:
+            raise _tracking_down(sweep, exc) from None
+    close_sweep_run(client, parent, failed=bool(unfinished))
+    summarise(sweep.spec, sweep.uri, sweep.client)
+    if unfinished:
+        names = ", ".join(sorted(unfinished))
+        print(
+            f"{len(unfinished)} trial(s) did not finish: {names}\n"
+            f"`{sweep.options.resume_command()}` runs them again from their last "
+            "checkpoints (finished trials are kept)",
+            file=sys.stderr,
+        )
+    return EXIT_FAILED if unfinished else 0
+
+
+def _run_on_ray(
+    sweep: Sweep, inputs: SweepInputs, refs: dict[str, RunRef], recorder: Recorder, parent: str
+) -> list[str]:
+    """Run `refs`' trials on Ray; returns the names of those that did not finish."""
+    from sweeper.tracking.sweep_run import record_cluster
+    from sweeper.tune.callback import TrackingCallback
+    from sweeper.tune.progress import DONE_BEFORE, FINISHED, Progress
+    from sweeper.tune.trainable import TrialContext, run_ray_trial
+    from sweeper.tune.tuner import build_tuner
+
+    spec, options = sweep.spec, sweep.options
+    views = {key: trial_view(trial, inputs) for key, trial in sweep.trials.items()}
+    for key in sweep.plan.done:
+        views[key].status = DONE_BEFORE
+    ctx = TrialContext(
+        spec=spec,
+        trials={key: sweep.trials[key] for key in refs},
+        inputs=inputs,
+        runs=refs,
+        tracking_uri=sweep.uri,
+        threads=max(1, int(spec.resources.cpu)),
+    )
+    with ray_session(options, spec) as session:
+        record_cluster(sweep.client, parent, session.resources(), session.describe())
+        with Progress(views) as progress:
+            callback = TrackingCallback(recorder, progress)
+            tuner = build_tuner(
+                ctx,
+                run_ray_trial,
+                name=f"{spec.name}-{options.stamp}",
+                max_concurrent=options.max_concurrent or spec.max_concurrent,
+                callbacks=[callback],
+                keys=[key for key in sweep.trials if key in refs],
+            )
+            tuner.fit()
+    for key in refs:
+        if key not in callback.ended:  # the sweep was stopped (Ctrl-C): resumable
+            recorder.interrupted(key)
+    recorder.drain()  # what an outage of the tracking store left buffered
+    return [sweep.trials[key].name for key in refs if views[key].status != FINISHED]
+
+
+def _warn(line: str) -> None:
+    print(f"warning: {line}", file=sys.stderr, flush=True)
+
+
+def _tracking_down(sweep: Sweep, exc: Exception) -> SweepError:
+    """The store stayed unreachable past the outbox's bound: exit 1, saying how to
+    record what is missing (the trials' events files hold every point)."""
+    return SweepError(
+        f"{sweep.uri}: {exc}\nevery trial's metrics are kept in its events file "
+        f"under {Path(sweep.spec.output_dir) / 'trials'}; once the store is back, "
+        f"`{sweep.options.resume_command()}` records them and continues the unfinished "
+        "trials",
+        EXIT_FAILED,
+    )

@@ -1,0 +1,39 @@
+"""The summary a finished `sweeper run` prints and logs to the sweep's parent run.
+
+The tables are the summariser's own (`sweeper summarize` prints the same), read back
+from the store, so what the run prints is what the record holds.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+
+    from sweeper.spec import SweepSpec
+
+
+def summarise(spec: SweepSpec, uri: str, client: MlflowClient) -> None:
+    """Print the summariser's tables and log its report to the parent run."""
+    import tempfile
+
+    from sweeper.summarize import SummarizeError, log_report, summarize, write_report
+    from sweeper.summarize.tables import print_rich, to_plain
+    from sweeper.tracking import experiment_name
+
+    try:
+        summary = summarize(experiment_name(spec), uri, sweep=spec.name, client=client)
+    except SummarizeError as exc:
+        print(f"warning: no summary: {exc}", file=sys.stderr)
+        return
+    print()
+    if sys.stdout.isatty():
+        print_rich(summary, sys.stdout)
+    else:
+        sys.stdout.write(to_plain(summary))
+    sys.stdout.flush()
+    with tempfile.TemporaryDirectory(prefix="sweeper-report-") as tmp:
+        log_report(client, summary, write_report(summary, Path(tmp)))

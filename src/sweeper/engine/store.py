@@ -1,0 +1,61 @@
+"""Open the sweep's tracking store and plan its runs: the one way both stages start.
+
+Before any data is prepared or any run created, the driver checks that the store is
+reachable, opens (or creates) the experiment, finds the sweep's existing trial runs and
+applies the resume rules (`sweeper.tracking.runs.plan_runs`): trial runs exist and no
+`--resume` -> bad input, exit 2 (docs/architecture.md, invariants 1 and 5). The grid
+plans its trial keys here; the search stage, whose keys are only known as Optuna
+samples them, plans none and only applies the rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sweeper.engine.options import RunOptions, SweepError
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+
+    from sweeper.spec import SweepSpec
+    from sweeper.tracking.runs import FoundRun, RunPlan
+
+
+@dataclass(frozen=True)
+class SweepStore:
+    """The open store of one sweep, and what this invocation does with its runs."""
+
+    uri: str
+    client: MlflowClient
+    experiment_id: str
+    found: list[FoundRun]
+    """The sweep's trial runs made by earlier invocations (every stage)."""
+    plan: RunPlan
+    """What happens to each planned key (none for the search stage)."""
+    where: str
+    """`sweep 'NAME' (experiment 'E' at URI)`, how messages name the sweep."""
+
+
+def open_and_plan(options: RunOptions, spec: SweepSpec, keys: Sequence[str]) -> SweepStore:
+    """Check and open the store, find the sweep's runs, plan `keys`; raise SweepError
+    (exit 2) before anything is created when the store or the resume rule says no."""
+    from mlflow.exceptions import MlflowException
+
+    from sweeper.tracking import experiment_name, tracking_uri
+    from sweeper.tracking.runs import ExistingRunsError, find_trial_runs, plan_runs
+    from sweeper.tracking.server import TrackingUnreachable, check_server, open_store
+
+    uri = options.tracking_uri or tracking_uri(spec)
+    where = f"sweep {spec.name!r} (experiment {experiment_name(spec)!r} at {uri})"
+    try:
+        check_server(uri)
+        client, experiment_id = open_store(spec, uri)
+        found = find_trial_runs(client, experiment_id, spec.name)
+        plan = plan_runs(list(keys), found, options.resume)
+    except TrackingUnreachable as exc:
+        raise SweepError(str(exc)) from None
+    except (ExistingRunsError, ValueError, MlflowException) as exc:
+        raise SweepError(f"{where}: {exc}") from None
+    return SweepStore(uri, client, experiment_id, found, plan, where)
