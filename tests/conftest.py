@@ -4,6 +4,7 @@ names that tests import live in tests/support/)."""
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,12 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 # The test-only `dummy` trainer is a plugin (sweeper.frameworks): every process a test
 # starts (the CLI, Ray workers, Ray job drivers) inherits this and knows it too.
 os.environ["SWEEPER_PLUGINS"] = "sweeper.trainers.dummy:register"
+# A cluster the developer started with `sweeper cluster up` (recorded in ~/.sweeper) would
+# become every test sweep's default tracking store: tests see a $SWEEPER_HOME of their
+# own, empty unless a test starts a cluster there (children inherit it).
+os.environ["SWEEPER_HOME"] = os.path.join(
+    tempfile.gettempdir(), f"sweeper-tests-home-{os.getpid()}"
+)
 
 
 @pytest.fixture

@@ -11,10 +11,11 @@ This module sits low in the layers (it imports nothing from sweeper) because the
 loader and the grid's expansion, which are below the trainers, must ask it.
 
 Plugins. `$SWEEPER_PLUGINS` holds comma-separated `"module:function"` names; each
-function is called once, on first use of the table, and registers its entries. The
-variable is inherited by every process of a sweep (the CLI, Ray workers, a Ray job's
-driver), so a plugin is known wherever a trial may run. The test suite registers its
-`dummy` trainer this way (`sweeper.trainers.dummy:register`); it is not shipped.
+function is called once, on first use of the table, and registers its entries. Every
+process that may run a trial must see the variable: local Ray's workers inherit the
+driver's environment; on a cluster it is set where each node's `ray start` runs (or in
+a job's runtime_env). The test suite registers its `dummy` trainer this way
+(`sweeper.trainers.dummy:register`); it is not shipped.
 """
 
 from __future__ import annotations

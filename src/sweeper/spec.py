@@ -291,6 +291,12 @@ class SweepSpec(Strict):
     """Trials running at once; None: as many as the resources allow."""
     retries: int = Field(2, ge=0)
     """Times a failing trial is retried from its last checkpoint."""
+    sync_every: int = Field(1, ge=0)
+    """Validation points between copies of a trial's last checkpoint (and events) to its
+    run's artifacts, so that a retry on another node resumes from there instead of step
+    0. Only with a remote artifact store (a tracking server, S3): with a local store
+    every trial runs where its folder is. 1 (default): every validation point; N: every
+    Nth (less upload traffic, more steps redone after a node loss); 0: never."""
 
     @model_validator(mode="after")
     def _pretrained_needs_a_source(self) -> SweepSpec:

@@ -18,8 +18,16 @@ from pathlib import Path
 BIN = Path(sys.executable).parent
 """This interpreter's bin folder: where `sweeper` and `ray` of the project live."""
 
-FOREIGN = ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS", "MLFLOW_TRACKING_URI", "SWEEPER_DUMMY_EXTRA")
-"""Variables that point a child at another cluster or store, or at another test's faults."""
+FOREIGN = (
+    "RAY_ADDRESS",
+    "RAY_API_SERVER_ADDRESS",
+    "MLFLOW_TRACKING_URI",
+    "SWEEPER_DUMMY_EXTRA",
+    "SWEEPER_STORAGE",
+)
+"""Variables that point a child at another cluster or store, or at another test's faults.
+($SWEEPER_HOME, where a `sweeper cluster up` cluster is recorded, is pointed away from
+the user's own by tests/conftest.py.)"""
 
 
 def clean_env(**extra: str) -> dict[str, str]:

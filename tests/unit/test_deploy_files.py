@@ -225,12 +225,17 @@ def test_compose_workers_scale_and_reserve_gpus(compose):
     assert "gpu" in device["capabilities"]
 
 
-def test_compose_shares_output_dir_and_keeps_state_in_named_volumes(compose):
+def test_compose_keeps_output_dir_on_the_driver_and_workers_mount_nothing(compose):
+    """No shared filesystem: the drivers (the `sweeper` service, the head for `ray job
+    submit`) hold output_dir; workers reach inputs and checkpoints through the tracking
+    server's artifact proxy, so they may run on other Docker hosts."""
     services = compose["services"]
     output_dir = yaml.safe_load((REPO / "sweeps" / "roberta.yaml").read_text())["output_dir"]
     runs_in_image = str(Path(IN_IMAGE, "sweeps", output_dir).resolve().parent)
-    for name in ("ray-head", "ray-worker", "sweeper"):
+    for name in ("ray-head", "sweeper"):
         assert f"runs:{runs_in_image}" in services[name]["volumes"], name
+    assert "volumes" not in services["ray-worker"]
+    assert "--no-serve-artifacts" not in services["mlflow"]["command"]  # the proxy workers use
     assert {"runs", "postgres", "minio"} <= set(compose["volumes"])
 
 
@@ -275,14 +280,14 @@ def _pods(rayjob: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return pods
 
 
-def test_rayjob_pods_run_this_image_as_non_root_with_tracking_and_shared_storage(
+def test_rayjob_pods_run_this_image_as_non_root_with_tracking_and_head_only_storage(
     rayjob, k8s_storage, compose
 ):
     image = compose["services"]["ray-head"]["image"]
     image = re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", image)
     config = k8s_storage["ConfigMap"]
     claim = k8s_storage["PersistentVolumeClaim"]
-    assert "ReadWriteMany" in claim["spec"]["accessModes"]
+    assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]  # no shared filesystem
     assert set(config["data"]) == {"MLFLOW_TRACKING_URI"}  # the one name sweeper reads
     assert config["data"]["MLFLOW_TRACKING_URI"].startswith("http")
     runs_in_image = f"{IN_IMAGE}/runs"
@@ -295,6 +300,9 @@ def test_rayjob_pods_run_this_image_as_non_root_with_tracking_and_shared_storage
         assert config["metadata"]["name"] in refs
         secrets = [r["secretRef"] for r in container["envFrom"] if "secretRef" in r]
         assert all(s.get("optional") for s in secrets)
+        if name != "head":  # workers: inputs and checkpoints through MLflow artifacts
+            assert "volumes" not in pod and "volumeMounts" not in container, name
+            continue
         claims = {v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"]}
         assert claims == {claim["metadata"]["name"]}
         mounts = {m["mountPath"]: m for m in container["volumeMounts"]}

@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "summarize": ("sweeper.cli.summarize", "tables, statistics and figures from a sweep's runs"),
     "submit": ("sweeper.cli.submit", "submit `sweeper run` to a Ray cluster as a Ray job"),
     "ui": ("sweeper.cli.ui", "open the MLflow UI on a sweep's tracking store"),
+    "cluster": ("sweeper.cli.cluster", "start, inspect or stop a Ray head + MLflow server here"),
     "params": ("sweeper.cli.params", "exact parameter counts of the fairseq and HF models"),
     "validate": ("sweeper.cli.validate", "check sweep files against the schema"),
     "prepare": ("sweeper.cli.prepare", "encode and binarize a sweep's data (cached)"),

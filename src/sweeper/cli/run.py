@@ -6,8 +6,15 @@ parent run for the sweep; run the trials on Ray (each retried up to `retries` ti
 from its own last checkpoint); print the summary (`sweeper summarize`), which is also
 logged to the parent run.
 
-With no --address (and no $RAY_ADDRESS) Ray starts on this machine; the MLflow store
-is the spec's `tracking.uri`, else a SQLite file in output_dir (--tracking-uri wins).
+With no --address (and no $RAY_ADDRESS) Ray starts on this machine. The MLflow store:
+--tracking-uri, else the spec's `tracking.uri`, else $MLFLOW_TRACKING_URI, else the
+tracking server of a running `sweeper cluster up`, else a SQLite file in output_dir.
+
+As a Ray job (`ray job submit --working-dir . -- sweeper run SPEC`) the sweep runs in
+Ray's temporary copy of the working dir: a relative output_dir there is re-rooted onto
+durable storage ($SWEEPER_STORAGE, which `sweeper cluster up` sets for its jobs), e.g.
+runs/demo -> STORAGE/runs/demo, and the driver prints where; with no such storage it
+exits 2 before anything runs.
 A sweep whose trial runs already exist needs --resume: trials that finished are not
 run again, every other trial continues its own run from its last checkpoint.
 
@@ -39,6 +46,7 @@ import argparse
 import sys
 
 from sweeper.cli.common import EXIT_BAD_INPUT, add_spec_argument, fail, load_or_exit
+from sweeper.spec import SweepSpec
 
 
 def build_parser(parser: argparse.ArgumentParser) -> None:
@@ -52,7 +60,10 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
         "--address", metavar="ADDR", help="Ray cluster (default: $RAY_ADDRESS, else local Ray)"
     )
     parser.add_argument(
-        "--tracking-uri", metavar="URI", help="MLflow tracking URI (default: the spec's)"
+        "--tracking-uri",
+        metavar="URI",
+        help="MLflow tracking URI (default: the spec's, $MLFLOW_TRACKING_URI, a running "
+        "`sweeper cluster up`, else SQLite in output_dir)",
     )
     parser.add_argument(
         "--max-concurrent",
@@ -62,10 +73,47 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def place(spec: SweepSpec, spec_path: str, explicit_uri: str | None) -> tuple[SweepSpec, str]:
+    """The spec with its outputs out of a Ray job's temporary working-dir copy, and the
+    tracking URI by the one precedence (`sweeper.deploy.resolve`); print where the
+    record and outputs go when that is not the plain local default. Exit 2 when a job
+    would write into its copy and no durable place is known."""
+    from sweeper.deploy.resolve import (
+        NotDurable,
+        durable_spec,
+        record_in_copy,
+        resolve_tracking_uri,
+    )
+    from sweeper.deploy.state import running_cluster
+
+    cluster = None if (explicit_uri or spec.tracking.uri) else running_cluster()
+    try:
+        spec, placement = durable_spec(spec, spec_path, cluster)
+    except NotDurable as exc:
+        fail(str(exc))
+    resolved = resolve_tracking_uri(spec, explicit_uri, cluster)
+    if placement is not None:
+        if record_in_copy(resolved.uri, placement.copy_root):
+            fail(
+                f"the tracking store {resolved.uri} lies in Ray's temporary copy of the "
+                f"working dir ({placement.copy_root}); give an absolute path or a server"
+            )
+        print(f"Ray job: the working dir is Ray's temporary copy {placement.copy_root}")
+        for field, (_old, new) in placement.moved.items():
+            print(f"  {field} -> {new}")
+    if resolved.source == "cluster":
+        print(f"tracking: {resolved.uri} (the cluster started by `sweeper cluster up`)")
+    elif placement is not None or resolved.source == "$MLFLOW_TRACKING_URI":
+        print(f"tracking: {resolved.uri} (from {resolved.source})")
+    sys.stdout.flush()
+    return spec, resolved.uri
+
+
 def run(args: argparse.Namespace) -> int:
     """Parse, check, hand the sweep to the engine (grid) or the search stage, and turn
     a SweepError into `error: MESSAGE` and its exit status."""
     spec = load_or_exit(args.spec, args.overrides)
+    spec, uri = place(spec, args.spec, args.tracking_uri)
     from sweeper.engine import RunOptions, SweepError
     from sweeper.engine.preflight import preflight
 
@@ -81,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
         overrides=tuple(args.overrides),
         resume=args.resume,
         address=args.address,
-        tracking_uri=args.tracking_uri,
+        tracking_uri=uri,
         max_concurrent=args.max_concurrent,
     )
     try:

@@ -6,9 +6,14 @@ cluster, without virtual environments, run outputs, checkpoints and VCS data; SP
 must lie inside it, and the job runs `sweeper run` from there on the cluster's head
 node, where $RAY_ADDRESS points the sweep at the cluster itself.
 
-Outputs: a relative output_dir is resolved on the node running the job, in a temporary
-copy of the working dir. Use an absolute output_dir on storage every node reaches, or a
-tracking server (tracking.uri / --tracking-uri), so the record outlives the job.
+Outputs: the job runs in Ray's temporary copy of the working dir, which Ray deletes
+later. `sweeper run` there re-roots a relative output_dir onto the cluster's durable
+storage ($SWEEPER_STORAGE on the head, which `sweeper cluster up` sets: runs/demo ->
+STORAGE/runs/demo) and records to the cluster's tracking server ($MLFLOW_TRACKING_URI on
+the head, or --tracking-uri); with no durable place the job exits 2 before anything runs.
+
+With no --address (and no $RAY_API_SERVER_ADDRESS), the job server of a running
+`sweeper cluster up` on this machine is used.
 
 By default the job's logs are followed until it ends and the exit status is the job's;
 with --no-wait the job id and the commands to follow it are printed and sweeper exits.
@@ -62,7 +67,8 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--address",
         metavar="URL",
-        help="Ray job server, e.g. http://HEAD:8265 (default: $RAY_API_SERVER_ADDRESS)",
+        help="Ray job server, e.g. http://HEAD:8265 (default: $RAY_API_SERVER_ADDRESS, else "
+        "a running `sweeper cluster up`)",
     )
     parser.add_argument(
         "--working-dir",
@@ -112,9 +118,9 @@ def run(args: argparse.Namespace) -> int:
     load_or_exit(args.spec, args.overrides)  # a bad spec stops here, before any upload
     if args.max_concurrent is not None and args.max_concurrent < 1:
         fail("--max-concurrent must be at least 1")
-    address = args.address or os.environ.get("RAY_API_SERVER_ADDRESS")
+    address = args.address or os.environ.get("RAY_API_SERVER_ADDRESS") or _cluster_address()
     if not address:
-        fail("no Ray job server: pass --address http://HEAD:8265")
+        fail("no Ray job server: pass --address http://HEAD:8265 (or `sweeper cluster up`)")
     relative = spec_in_working_dir(args.spec, args.working_dir)
     command = entrypoint(relative, list(args.overrides), args)
     client = _client(address)
@@ -130,6 +136,14 @@ def run(args: argparse.Namespace) -> int:
     if args.no_wait:
         return 0
     return _follow(client, job_id, address)
+
+
+def _cluster_address() -> str | None:
+    """The job server of a running `sweeper cluster up` on this machine, if any."""
+    from sweeper.deploy.state import running_cluster
+
+    cluster = running_cluster()
+    return cluster.dashboard_url if cluster is not None else None
 
 
 def _client(address: str) -> JobSubmissionClient:

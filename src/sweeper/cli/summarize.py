@@ -75,7 +75,8 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tracking-uri",
         metavar="URI",
-        help="MLflow tracking URI (default: the spec's, else $MLFLOW_TRACKING_URI)",
+        help="MLflow tracking URI (default: the spec's, else $MLFLOW_TRACKING_URI, else a "
+        "running `sweeper cluster up`'s server, else SQLite in output_dir)",
     )
     parser.add_argument(
         "--sweep",
@@ -166,18 +167,30 @@ def _resolve(args: argparse.Namespace) -> tuple[str, str, str | None]:
             fail("FIELD=VALUE overrides need a SPEC")
         if not args.experiment:
             fail("give a SPEC, or --experiment NAME (with --tracking-uri URI)")
-        uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
+        uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or _cluster_uri()
         if not uri:
-            fail("no tracking store: pass --tracking-uri URI or set MLFLOW_TRACKING_URI")
+            fail(
+                "no tracking store: pass --tracking-uri URI, set MLFLOW_TRACKING_URI, or "
+                "start a cluster with `sweeper cluster up`"
+            )
         return args.experiment, uri, args.sweep
-    from sweeper.tracking import experiment_name, tracking_uri
+    from sweeper.deploy.resolve import tracking_uri
+    from sweeper.tracking import experiment_name
 
     spec = load_or_exit(args.spec, args.overrides)
     return (
         args.experiment or experiment_name(spec),
-        args.tracking_uri or tracking_uri(spec),
+        tracking_uri(spec, args.tracking_uri),
         args.sweep or spec.name,
     )
+
+
+def _cluster_uri() -> str | None:
+    """The tracking server of a running `sweeper cluster up`, if any."""
+    from sweeper.deploy.state import running_cluster
+
+    cluster = running_cluster()
+    return cluster.tracking_uri if cluster is not None else None
 
 
 def _write_and_log(

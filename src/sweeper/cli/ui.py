@@ -3,8 +3,9 @@
 For a local store (the default: a SQLite file and an artifact folder in the spec's
 output_dir) this starts `mlflow server` on that store, bound to 127.0.0.1 unless
 --host says otherwise, prints the URL of the sweep's experiment and runs until Ctrl-C.
-When the spec's tracking URI is a tracking server (http/https), that server already
-is the UI: its URL is printed and nothing is started.
+When the sweep's tracking URI is a tracking server (http/https: the spec's, or
+$MLFLOW_TRACKING_URI, or the server of a running `sweeper cluster up`), that server
+already is the UI: the URL of the sweep's experiment is printed and nothing is started.
 
 examples:
   sweeper ui sweeps/demo.yaml
@@ -18,6 +19,7 @@ could not start (e.g. the port is taken); 2 when the sweep has no store yet.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import subprocess
 import sys
@@ -45,7 +47,10 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
         help=f"interface to bind (default {DEFAULT_HOST}: only this machine can connect)",
     )
     parser.add_argument(
-        "--tracking-uri", metavar="URI", help="MLflow tracking URI (default: the spec's)"
+        "--tracking-uri",
+        metavar="URI",
+        help="MLflow tracking URI (default: the spec's, $MLFLOW_TRACKING_URI, a running "
+        "`sweeper cluster up`, else SQLite in output_dir)",
     )
 
 
@@ -77,14 +82,19 @@ def server_command(uri: str, artifacts: Path, host: str, port: int) -> list[str]
 
 
 def run(args: argparse.Namespace) -> int:
-    from sweeper.tracking import artifact_root, experiment_name, tracking_uri
+    from sweeper.deploy.resolve import tracking_uri
+    from sweeper.tracking import artifact_root, experiment_name
     from sweeper.tracking.server import StoreMissing, check_server, is_server
 
     spec = load_or_exit(args.spec, args.overrides)
-    uri = args.tracking_uri or tracking_uri(spec)
+    uri = tracking_uri(spec, args.tracking_uri)
     name = experiment_name(spec)
     if is_server(uri):
-        print(f"sweep {spec.name!r} is tracked by a server; its UI: {uri} (experiment {name!r})")
+        url = uri
+        with contextlib.suppress(Exception):  # the URL without the experiment still helps
+            check_server(uri, timeout=3)  # MLflow's client would retry a dead server long
+            url = experiment_url(uri, _experiment_id(uri, name))
+        print(f"sweep {spec.name!r} is tracked by a server; its UI: {url} (experiment {name!r})")
         return 0
     try:  # the store must exist: `mlflow server` would create an empty one
         check_server(uri, must_exist=True)

@@ -22,8 +22,11 @@ from sweeper.engine.session import ray_session
 from sweeper.engine.sweep import Sweep, open_grid, prepare, trial_view
 
 if TYPE_CHECKING:
+    from mlflow import MlflowClient
+
     from sweeper.spec import SweepSpec
     from sweeper.tracking.recorder import Recorder
+    from sweeper.tracking.staging import StagedInput
     from sweeper.trainers.trial import SweepInputs
     from sweeper.tune.trainable import RunRef
 
@@ -45,6 +48,11 @@ def run_grid(sweep: Sweep, inputs: SweepInputs) -> int:
     from sweeper.tune.trainable import RunRef
 
     client, spec, plan = sweep.client, sweep.spec, sweep.plan
+    staged = (
+        stage_inputs(client, sweep.experiment_id, sweep.uri, inputs)
+        if plan.create or plan.resume
+        else ()
+    )
     parent = open_sweep_run(client, sweep.experiment_id, spec)
     record_sweep(client, parent, spec, Path(sweep.options.spec_path), len(sweep.trials))
     run_ids = dict(plan.resume)
@@ -62,7 +70,7 @@ def run_grid(sweep: Sweep, inputs: SweepInputs) -> int:
     if refs:
         recorder = Recorder(client, run_ids, metrics, Outbox(log=_warn))
         try:
-            unfinished = _run_on_ray(sweep, inputs, refs, recorder, parent)
+            unfinished = _run_on_ray(sweep, inputs, staged, refs, recorder, parent)
         except TrackingDown as exc:
             raise _tracking_down(sweep, exc) from None
     close_sweep_run(client, parent, failed=bool(unfinished))
@@ -78,8 +86,35 @@ def run_grid(sweep: Sweep, inputs: SweepInputs) -> int:
     return EXIT_FAILED if unfinished else 0
 
 
+def stage_inputs(
+    client: MlflowClient, experiment_id: str, uri: str, inputs: SweepInputs
+) -> tuple[StagedInput, ...]:
+    """With a remote artifact store, publish what trials read, so a node without the
+    driver's disk fetches it (`sweeper.tracking.staging`); nothing with a local store.
+    The grid does it before any run is created: a failed upload (exit 1) leaves no run
+    behind. The search stage calls it per group (a second call uploads nothing)."""
+    from sweeper.tracking.staging import is_remote, publish
+
+    root = client.get_experiment(experiment_id).artifact_location
+    if not is_remote(root):
+        return ()
+    print(f"inputs for every node: {root.rstrip('/')}/inputs", flush=True)
+    try:
+        return tuple(publish(inputs, root, uri, log=lambda line: print(f"  {line}")))
+    except Exception as exc:
+        raise SweepError(
+            f"uploading the sweep's inputs to {root} failed: {type(exc).__name__}: {exc}",
+            EXIT_FAILED,
+        ) from None
+
+
 def _run_on_ray(
-    sweep: Sweep, inputs: SweepInputs, refs: dict[str, RunRef], recorder: Recorder, parent: str
+    sweep: Sweep,
+    inputs: SweepInputs,
+    staged: tuple[StagedInput, ...],
+    refs: dict[str, RunRef],
+    recorder: Recorder,
+    parent: str,
 ) -> list[str]:
     """Run `refs`' trials on Ray; returns the names of those that did not finish."""
     from sweeper.tracking.sweep_run import record_cluster
@@ -99,6 +134,7 @@ def _run_on_ray(
         runs=refs,
         tracking_uri=sweep.uri,
         threads=max(1, int(spec.resources.cpu)),
+        staged=staged,
     )
     with ray_session(options, spec) as session:
         record_cluster(sweep.client, parent, session.resources(), session.describe())

@@ -106,6 +106,7 @@ def _fit(
     from optuna.storages import RDBStorage
     from ray.tune.search.optuna import OptunaSearch
 
+    from sweeper.engine.grid import stage_inputs
     from sweeper.search.searcher import (
         OBJECTIVE,
         RunCreatingSearcher,
@@ -128,9 +129,10 @@ def _fit(
         storage=RDBStorage(run.url),
         sampler=make_sampler(name, search.num_samples, trials_so_far),
     )
+    staged = stage_inputs(run.store.client, run.store.experiment_id, run.store.uri, run.inputs)
     ctx = TrialContext(
         spec=spec, trials={}, inputs=run.inputs, runs={}, tracking_uri=run.store.uri,
-        threads=max(1, int(spec.resources.cpu)),
+        threads=max(1, int(spec.resources.cpu)), staged=staged,
     )  # fmt: skip
     callback = SearchCallback(driver.recorder, driver.progress)
     tuner = build_tuner(

@@ -11,6 +11,8 @@ The sweep engine's side (`sweeper run`):
   recorder.py   the driver, sole writer of trial statuses/metrics/errors (deduplicated)
   callback.py   the Tune callback feeding the recorder and the progress view
   artifacts.py  the trial's own upload of its checkpoint and files
+  staging.py    inputs through the artifact store, a node cache keyed by content hash
+  resume_sync.py  a trial's last checkpoint synced to its run, restored on another node
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sweeper.spec import SweepSpec
-from sweeper.trainers.base import TrialJob
+from sweeper.trainers.base import Trainer, TrialJob
 from sweeper.trainers.events import MetricEvent
 from sweeper.trainers.registry import get_trainer
 from sweeper.trainers.runner import TrialResult, run_trainer
@@ -118,15 +118,21 @@ def run_trial(
     inputs: SweepInputs | None = None,
     threads: int = 1,
     on_event: Callable[[MetricEvent], None] | None = None,
+    on_start: Callable[[Trainer, TrialJob], None] | None = None,
     log: Log = print,
 ) -> TrialResult:
-    """Run one trial to completion, resuming from its checkpoints in `out_dir` if any."""
+    """Run one trial to completion, resuming from its checkpoints in `out_dir` if any.
+    `on_start` sees the trainer and job just before the trainer starts (the Ray trial
+    syncs checkpoints with them)."""
     if inputs is None:
         inputs = prepare_inputs(spec, log=log, need_pretrained=trial.init == "pretrained")
     job = build_job(spec, trial, inputs, out_dir, threads=threads)
     minutes = trial.train.get("timeout_min")  # the trial's own: it may be a grid axis
     timeout = float(minutes) * 60 if minutes else None
-    return run_trainer(get_trainer(trial.framework), job, on_event=on_event, timeout_s=timeout)
+    trainer = get_trainer(trial.framework)
+    if on_start is not None:
+        on_start(trainer, job)
+    return run_trainer(trainer, job, on_event=on_event, timeout_s=timeout)
 
 
 def detect_device() -> str:

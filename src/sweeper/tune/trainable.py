@@ -20,10 +20,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from sweeper import layout
 from sweeper.spec import SweepSpec
+from sweeper.tracking.resume_sync import CheckpointSync
+from sweeper.tracking.staging import StagedInput
 from sweeper.trainers.events import MetricEvent, read_events
 from sweeper.trainers.runner import TrialResult
 from sweeper.trainers.trial import SweepInputs
@@ -54,6 +57,9 @@ class TrialContext:
     runs: dict[str, RunRef]
     tracking_uri: str
     threads: int
+    staged: tuple[StagedInput, ...] = ()
+    """Inputs the driver published to a remote artifact store (`tracking.staging`);
+    empty when trials read the driver's paths (a local store)."""
 
 
 def event_points(event: MetricEvent) -> list[list[Any]]:
@@ -180,26 +186,59 @@ def run_reporting(
     """`run_ray_trial`'s body for a trial and run known by the caller (the search stage
     builds both from the sampled config); `report` receives every Tune report."""
     from sweeper.tracking.artifacts import upload_logs, upload_trial
+    from sweeper.tracking.staging import localize
     from sweeper.trainers.trial import run_trial, trial_dir
 
     out = trial_dir(ctx.spec, trial)
+    inputs = localize(ctx.inputs, list(ctx.staged), ctx.tracking_uri) if ctx.staged else ctx.inputs
+    sync = _checkpoint_sync(ctx, ref, out)
     reporter = Reporter(report, node=node_name())
     reporter.replay(read_events(out / layout.EVENTS_FILE))
+
+    def on_event(event: MetricEvent) -> None:
+        reporter.on_event(event)
+        if sync is not None:
+            sync.on_event(event)
+
     try:
         result = run_trial(
             ctx.spec,
             trial,
             out,
-            inputs=ctx.inputs,
+            inputs=inputs,
             threads=ctx.threads,
-            on_event=reporter.on_event,
+            on_event=on_event,
+            on_start=sync.start if sync is not None else None,
             log=lambda _: None,
         )
     except Exception:
         _keep_what_happened(reporter, lambda: upload_logs(out, ref.artifact_uri, ctx.tracking_uri))
         raise
+    finally:
+        if sync is not None:
+            sync.close()
     upload_trial(result, ref.artifact_uri, ctx.tracking_uri)
+    if sync is not None:
+        sync.discard()
     reporter.finish(result)
+
+
+def _checkpoint_sync(ctx: TrialContext, ref: RunRef, out: Path) -> CheckpointSync | None:
+    """With a remote artifact store: restore a checkpoint synced by an earlier attempt
+    (on any node) into a folder that has none, and sync this attempt's as it goes
+    (`sweeper.tracking.resume_sync`). None with a local store or `sync_every: 0`."""
+    from sweeper.tracking.resume_sync import CheckpointSync, restore, resume_repo
+    from sweeper.tracking.staging import is_remote
+
+    if ctx.spec.sync_every == 0 or not is_remote(ref.artifact_uri):
+        return None
+    repo = resume_repo(ref.artifact_uri, ctx.tracking_uri)
+    step = restore(repo, out)
+    if step is not None:
+        with open(out / layout.TRAINER_LOG_FILE, "a", encoding="utf-8") as log:
+            log.write(f"sweeper: restored the checkpoint synced at step {step}\n")
+    warn = logging.getLogger(__name__).warning
+    return CheckpointSync(repo, out, ctx.spec.sync_every, warn)
 
 
 def _keep_what_happened(reporter: Reporter, upload: Callable[[], object]) -> None:

@@ -1,0 +1,264 @@
+"""A trial's resume state in its run's artifacts, so a retry on another node resumes.
+
+Ray retries a failed trial on whichever node has room. The trainer resumes from the
+last checkpoint in its trial folder, which is on the node that failed; without a
+shared filesystem the retry would start again from step 0. So, when the artifact store
+is remote (`staging.is_remote`), the trial copies what a resume needs (the trainer's
+last and best checkpoints, `Trainer.checkpoints`, and its events file) to the trial
+run's artifacts under `resume/`, every `spec.sync_every` validation points; a trial
+whose folder has no checkpoint `restore`s the newest copy before the trainer starts.
+
+Never a torn file. A checkpoint is synced only once the trainer has moved past the
+validation point it belongs to (the next event with a later step: every trainer saves
+after logging validation, synchronously), and each file is copied aside with its size
+and mtime checked before and after the copy: a file still being written fails the
+round, which is retried at the next event. The events file is cut at its last full
+line. The upload is content-addressed: files go to `resume/blobs/<sha256>` (one not
+changed since the last sync, often the best checkpoint, is not sent again), then
+`resume/manifest-<step>.json` names them; the manifest is uploaded last, so a sync
+killed halfway leaves the previous one whole. Older manifests and the blobs only
+they named are then deleted. `restore` checks every blob's hash and falls back to an
+older manifest, or to step 0, rather than resume from a damaged copy.
+
+The upload runs on a thread of its own: the trainer's output keeps streaming while a
+large checkpoint goes over the network.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sweeper import layout
+from sweeper.tracking.artifacts import repository
+from sweeper.tracking.staging import file_sha256
+
+if TYPE_CHECKING:
+    from mlflow.store.artifact.artifact_repo import ArtifactRepository
+
+    from sweeper.trainers.base import Trainer, TrialJob
+    from sweeper.trainers.events import MetricEvent
+
+RESUME_DIR = "resume"
+BLOBS = "blobs"
+MANIFEST_PREFIX = "manifest-"
+
+log = logging.getLogger(__name__)
+
+
+class Unstable(RuntimeError):
+    """A file changed while it was copied: it is being written; try again later."""
+
+
+def resume_repo(artifact_uri: str, tracking_uri: str) -> ArtifactRepository:
+    return repository(f"{artifact_uri.rstrip('/')}/{RESUME_DIR}", tracking_uri)
+
+
+def snapshot(out_dir: Path, paths: list[Path], into: Path) -> dict[str, Path]:
+    """Copy `paths` (files or folders under `out_dir`) aside: relative path -> copy.
+    Raises Unstable when a file changes during its copy."""
+    copies: dict[str, Path] = {}
+    for root in paths:
+        files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root]
+        for item in files:
+            rel = item.relative_to(out_dir).as_posix()
+            copy = into / f"{len(copies):05d}"
+            try:
+                before = item.stat()
+                shutil.copyfile(item, copy)
+                after = item.stat()
+            except FileNotFoundError as exc:  # rotated away while listed
+                raise Unstable(f"{rel} disappeared") from exc
+            if (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns):
+                raise Unstable(f"{rel} changed while copied")
+            if rel == layout.EVENTS_FILE:
+                _cut_at_last_line(copy)
+            copies[rel] = copy
+    return copies
+
+
+def _cut_at_last_line(path: Path) -> None:
+    data = path.read_bytes()
+    end = data.rfind(b"\n") + 1
+    if end != len(data):
+        path.write_bytes(data[:end])
+
+
+def upload(repo: ArtifactRepository, step: int, copies: dict[str, Path], known: set[str]) -> dict:
+    """Send the blobs not in `known` (updated), then the manifest; prune older ones."""
+    files = {}
+    with tempfile.TemporaryDirectory(prefix="sweeper-sync-") as tmp:
+        for rel, copy in copies.items():
+            sha = file_sha256(copy)
+            files[rel] = {"sha256": sha, "size": copy.stat().st_size}
+            if sha not in known:
+                named = Path(tmp) / sha
+                shutil.copyfile(copy, named)
+                repo.log_artifact(str(named), BLOBS)
+                named.unlink()
+                known.add(sha)
+        manifest = {"step": step, "files": files}
+        path = Path(tmp) / f"{MANIFEST_PREFIX}{step:010d}.json"
+        path.write_text(json.dumps(manifest, sort_keys=True), encoding="utf-8")
+        repo.log_artifact(str(path))
+    _prune(repo, path.name, {f["sha256"] for f in files.values()}, known)
+    return manifest
+
+
+def _prune(repo: ArtifactRepository, keep: str, used: set[str], known: set[str]) -> None:
+    """Best effort: a failed delete only costs storage."""
+    try:
+        for info in repo.list_artifacts():
+            name = Path(info.path).name
+            if name.startswith(MANIFEST_PREFIX) and name != keep:
+                repo.delete_artifacts(info.path)
+        for info in repo.list_artifacts(BLOBS):
+            sha = Path(info.path).name
+            if sha not in used:
+                repo.delete_artifacts(info.path)
+                known.discard(sha)
+    except Exception as exc:
+        log.warning("pruning old resume copies failed: %s", exc)
+
+
+def restore(repo: ArtifactRepository, out_dir: Path) -> int | None:
+    """Put the newest intact synced copy into `out_dir`; returns its step, or None when
+    there is none (or none intact). Only for a folder with no checkpoint of its own:
+    a node that ran the trial before resumes from its own files."""
+    checkpoints = out_dir / layout.CHECKPOINT_DIR
+    if checkpoints.is_dir() and any(p.is_file() for p in checkpoints.rglob("*")):
+        return None
+    try:
+        names = sorted(
+            (
+                Path(i.path).name
+                for i in repo.list_artifacts()
+                if Path(i.path).name.startswith(MANIFEST_PREFIX)
+            ),
+            reverse=True,
+        )
+    except Exception as exc:
+        log.warning("listing synced checkpoints failed: %s", exc)
+        return None
+    for name in names:
+        with tempfile.TemporaryDirectory(prefix="sweeper-restore-") as tmp:
+            try:
+                manifest = json.loads(Path(repo.download_artifacts(name, tmp)).read_text())
+                got = _download_blobs(repo, manifest["files"], Path(tmp))
+            except Exception as exc:
+                log.warning("synced checkpoint %s not usable: %s", name, exc)
+                continue
+            for rel, path in got.items():
+                dest = out_dir / rel
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(str(path), dest)
+            return int(manifest["step"])
+    return None
+
+
+def _download_blobs(repo: ArtifactRepository, files: dict, tmp: Path) -> dict[str, Path]:
+    got = {}
+    for rel, meta in files.items():
+        path = Path(repo.download_artifacts(f"{BLOBS}/{meta['sha256']}", str(tmp)))
+        if file_sha256(path) != meta["sha256"]:
+            raise ValueError(f"{rel}: hash mismatch")
+        got[rel] = path.rename(tmp / f"restored-{len(got):05d}")
+    return got
+
+
+def discard(repo: ArtifactRepository) -> None:
+    """Delete a finished trial's resume copies (best effort): its best checkpoint is
+    uploaded on its own, and nothing resumes a finished trial."""
+    try:
+        for info in repo.list_artifacts():
+            repo.delete_artifacts(info.path)
+    except Exception as exc:
+        log.warning("deleting resume copies failed: %s", exc)
+
+
+class CheckpointSync:
+    """Syncs a running trial's resume state (see the module docstring).
+
+    `start(trainer, job)` once the job is known, `on_event` for every metric event,
+    `close()` when the trainer has ended (waits for an upload in flight)."""
+
+    def __init__(
+        self, repo: ArtifactRepository, out_dir: Path, every: int, warn: Callable[[str], None]
+    ):
+        self._repo = repo
+        self._out = Path(out_dir)
+        self._every = max(1, every)
+        self._warn = warn
+        self._trainer: Trainer | None = None
+        self._job: TrialJob | None = None
+        self._valid_points = 0
+        self._due: int | None = None
+        self._request: int | None = None
+        self._known: set[str] | None = None
+        self._cond = threading.Condition()
+        self._closed = False
+        self._thread = threading.Thread(target=self._loop, name="checkpoint-sync", daemon=True)
+        self.synced: list[int] = []
+        """Steps synced so far (for the log and tests)."""
+
+    def start(self, trainer: Trainer, job: TrialJob) -> None:
+        self._trainer, self._job = trainer, job
+        self._thread.start()
+
+    def on_event(self, event: MetricEvent) -> None:
+        with self._cond:
+            if self._due is not None and event.step > self._due:
+                self._request, self._due = self._due, None
+                self._cond.notify()
+            if event.split == "valid":
+                self._valid_points += 1
+                if self._valid_points % self._every == 0:
+                    self._due = event.step
+
+    def discard(self) -> None:
+        """The trial finished: its resume copies are no longer needed."""
+        discard(self._repo)
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while self._request is None and not self._closed:
+                    self._cond.wait()
+                if self._request is None:
+                    return
+                step, self._request = self._request, None
+            self._sync(step)
+
+    def _sync(self, step: int) -> None:
+        assert self._trainer is not None and self._job is not None
+        found = self._trainer.checkpoints(self._job)
+        if found.last is None:
+            return
+        paths = list(dict.fromkeys(p for p in (found.last, found.best) if p is not None))
+        paths.append(self._out / layout.EVENTS_FILE)
+        try:
+            if self._known is None:
+                self._known = {Path(i.path).name for i in self._repo.list_artifacts(BLOBS)}
+            with tempfile.TemporaryDirectory(prefix="sweeper-snap-") as tmp:
+                copies = snapshot(self._out, paths, Path(tmp))
+                upload(self._repo, step, copies, self._known)
+            self.synced.append(step)
+        except Unstable as exc:  # retried at the next event
+            with self._cond:
+                self._due = step if self._due is None else self._due
+            log.info("checkpoint sync at step %d deferred: %s", step, exc)
+        except Exception as exc:
+            self._warn(f"checkpoint sync at step {step} failed: {type(exc).__name__}: {exc}")

@@ -1,0 +1,71 @@
+"""A trial resumes from the checkpoint it synced to a real tracking server, although
+its folder is gone: what a retry on a node that never ran it finds (invariant 7).
+
+One dummy trial against a real `mlflow server` with served artifacts, `retries: 0`:
+the first `sweeper run` crashes it at step 15, after its step-10 validation point was
+synced to the run's artifacts (`resume/`). The test then deletes every trial folder,
+so nothing local is left to resume from, and `sweeper run --resume` finishes it: the
+trainer starts at step 10, not 0, and MLflow holds every metric step exactly once.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sweeper import layout
+from sweeper.tracking.resume_sync import RESUME_DIR
+from tests.support.cluster import mlflow_server
+from tests.support.sweeps import new_sweep, run_sweeper
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.slow
+def test_a_retry_without_its_folder_resumes_from_the_synced_checkpoint(tmp_path, tmp_path_factory):
+    from mlflow import MlflowClient
+
+    spec, out = new_sweep(tmp_path, tmp_path_factory, "synced", grid={"seed": [1]}, retries=0)
+    marker = tmp_path / "crashed-once"
+    extra = {"*": {"fail_at_step": 15, "fail_once_marker": str(marker)}}
+    with mlflow_server(tmp_path / "server") as server:
+        first = run_sweeper("run", spec, "--tracking-uri", server.uri, extra=extra)
+        assert first.returncode == 1, first.stderr[-3000:]
+        assert marker.exists()
+        assert "inputs for every node:" in first.stdout  # published: the store is remote
+
+        client = MlflowClient(server.uri)
+        experiment = client.get_experiment_by_name("synced")
+        (run,) = [
+            r
+            for r in client.search_runs([experiment.experiment_id])
+            if r.data.tags.get(layout.TAG_ROLE) == layout.ROLE_TRIAL
+        ]
+        run_id = run.info.run_id
+        synced = [a.path for a in client.list_artifacts(run_id, RESUME_DIR)]
+        assert f"{RESUME_DIR}/manifest-0000000010.json" in synced, synced
+
+        shutil.rmtree(out / "trials")  # the next attempt's node has no folder
+        second = run_sweeper("run", spec, "--tracking-uri", server.uri, "--resume", extra=extra)
+        assert second.returncode == 0, second.stderr[-3000:]
+
+        log = client.download_artifacts(run_id, layout.ARTIFACT_TRAINER_LOG, str(tmp_path))
+        text = Path(log).read_text(encoding="utf-8")
+        assert "sweeper: restored the checkpoint synced at step 10" in text
+        assert "dummy trainer: starting at step 10 of 20" in text
+        assert "starting at step 0" not in text
+
+        run = client.get_run(run_id)
+        assert run.info.status == "FINISHED"
+        train = [m.step for m in client.get_metric_history(run_id, layout.METRIC_TRAIN_LOSS)]
+        assert sorted(train) == list(range(1, 21))  # 0 lost, 0 duplicated
+        valid = [m.step for m in client.get_metric_history(run_id, layout.METRIC_VALID_ACC)]
+        assert sorted(valid) == [10, 20]
+        listed = {a.path for a in client.list_artifacts(run_id)}
+        assert layout.ARTIFACT_BEST_CHECKPOINT.split("/")[0] in listed
+        # a finished trial's resume copies are deleted
+        assert not client.list_artifacts(run_id, RESUME_DIR)
+        stored = tmp_path / "server" / "artifacts" / experiment.experiment_id / "inputs"
+        assert len([p for p in stored.iterdir() if p.is_dir()]) == 2  # fairseq + hf data
