@@ -34,6 +34,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -49,6 +50,7 @@ from sweeper.deploy.state import (
     state_path,
     sweeper_home,
 )
+from sweeper.tracking.server import TrackingUnreachable, check_server
 
 START_TIMEOUT_S = 120.0
 STOP_GRACE_S = 10.0
@@ -195,8 +197,11 @@ def up(options: UpOptions, log=print) -> ClusterState:
     state = replace(state, ray_pgid=ray.pid, mlflow_pgid=mlflow.pid)
     save_state(state)  # before waiting: `down` can stop a half-started cluster
     try:
-        _wait(f"{tracking}/health", mlflow, "MLflow server", logs / "mlflow.log")
-        _wait(f"{state.dashboard_url}/api/version", ray, "Ray head", logs / "ray-head.log", auth)
+        _wait(
+            lambda: check_server(tracking, timeout=2), mlflow, "MLflow server", logs / "mlflow.log"
+        )
+        version = f"{state.dashboard_url}/api/version"
+        _wait(lambda: _get(version, ray_headers(auth)), ray, "Ray head", logs / "ray-head.log")
         _wait_nodes(state, ray, logs / "ray-head.log")
     except BaseException:
         down(log=lambda _line: None)
@@ -283,20 +288,22 @@ def _get(url: str, headers: dict[str, str], timeout: float = 3.0) -> bytes:
 
 
 def _wait(
-    url: str, proc: subprocess.Popen[bytes], what: str, log_file: Path, auth: str = ""
+    probe: Callable[[], object], proc: subprocess.Popen[bytes], what: str, log_file: Path
 ) -> None:
+    """Until `probe` succeeds (the server answers) or the process dies or time is up.
+    MLflow's probe is `tracking.server.check_server`, the check every command makes."""
     deadline = time.monotonic() + START_TIMEOUT_S
     last = ""
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise ClusterError(f"{what} exited ({proc.returncode}); {_tail(log_file)}")
         try:
-            _get(url, ray_headers(auth))
+            probe()
             return
-        except (urllib.error.URLError, OSError) as exc:
+        except (urllib.error.URLError, OSError, TrackingUnreachable) as exc:
             last = str(exc)
         time.sleep(0.5)
-    raise ClusterError(f"{what} did not answer at {url} ({last}); {_tail(log_file)}")
+    raise ClusterError(f"{what} did not answer ({last}); {_tail(log_file)}")
 
 
 def _wait_nodes(state: ClusterState, proc: subprocess.Popen[bytes], log_file: Path) -> None:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from sweeper.hashing import file_sha256
 from sweeper.models.arch import HEAD_NAME, build_fairseq_model, hf_config
 from sweeper.models.convert import fairseq_to_hf, normalise_fairseq_keys
 from sweeper.spec import ArchConfig
@@ -43,15 +44,6 @@ def derived_seed(seed: int, purpose: str) -> int:
     """A seed for one purpose (e.g. the head) that is not correlated with `seed`'s stream."""
     digest = hashlib.sha256(f"sweeper:{purpose}:{seed}".encode()).digest()
     return int.from_bytes(digest[:8], "big") & (2**63 - 1)
-
-
-def file_sha256(path: Path) -> str:
-    """Content hash of a (possibly large) file, read in chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def init_checkpoint(

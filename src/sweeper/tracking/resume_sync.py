@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sweeper import layout
+from sweeper.hashing import file_sha256
 from sweeper.tracking.artifacts import repository
-from sweeper.tracking.staging import file_sha256
 
 if TYPE_CHECKING:
     from mlflow.store.artifact.artifact_repo import ArtifactRepository

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
+from sweeper.hashing import file_sha256
 from sweeper.tracking.artifacts import repository
 
 if TYPE_CHECKING:
@@ -75,14 +76,6 @@ def is_remote(uri: str) -> bool:
     """Whether an artifact URI is reachable without the driver's disk (not a path/file:)."""
     scheme = urlparse(uri).scheme
     return len(scheme) > 1 and scheme != "file"
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def tree_digest(path: Path) -> str:
