@@ -100,6 +100,19 @@ METRIC_NAMES = (
     METRIC_EPOCH,
     METRIC_WALL_TIME,
 )
+# The best-validation checkpoint of a finished trial (the summariser's rule, invariant 3),
+# logged once at the trial's last step, so the runs table shows what Table 1 shows
+# rather than the last value of valid_accuracy / test_accuracy.
+METRIC_BEST_VALID_ACC = "best_valid_accuracy"
+METRIC_BEST_TEST_ACC = "best_test_accuracy"
+METRIC_BEST_STEP = "best_step"
+METRIC_BEST_EPOCH = "best_epoch"
+BEST_METRIC_NAMES = (
+    METRIC_BEST_VALID_ACC,
+    METRIC_BEST_TEST_ACC,
+    METRIC_BEST_STEP,
+    METRIC_BEST_EPOCH,
+)
 
 # Artifacts of a trial run.
 ARTIFACT_BEST_CHECKPOINT = "checkpoints/best"

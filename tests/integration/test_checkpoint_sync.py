@@ -35,6 +35,7 @@ def test_a_retry_without_its_folder_resumes_from_the_synced_checkpoint(tmp_path,
         assert first.returncode == 1, first.stderr[-3000:]
         assert marker.exists()
         assert "inputs for every node:" in first.stdout  # published: the store is remote
+        assert "View run" not in first.stdout + first.stderr  # MLflow's own links: off
 
         client = MlflowClient(server.uri)
         experiment = client.get_experiment_by_name("synced")
@@ -69,3 +70,37 @@ def test_a_retry_without_its_folder_resumes_from_the_synced_checkpoint(tmp_path,
         assert not client.list_artifacts(run_id, RESUME_DIR)
         stored = tmp_path / "server" / "artifacts" / experiment.experiment_id / "inputs"
         assert len([p for p in stored.iterdir() if p.is_dir()]) == 2  # fairseq + hf data
+
+
+def test_an_early_stopped_trial_leaves_no_resume_copies_on_the_server(tmp_path):
+    """ASHA stops a trial by killing it mid-run, so the trial cannot delete its own
+    resume copies as a finished one does: the driver's early-stop handling must."""
+    import io
+    from types import SimpleNamespace
+
+    from mlflow import MlflowClient
+
+    from sweeper.search.searcher import SearchCallback
+    from sweeper.tracking.recorder import MetricLog, Recorder
+    from sweeper.tune.progress import Progress, TrialView
+    from sweeper.tune.trainable import CONFIG_KEY
+
+    with mlflow_server(tmp_path / "server") as server:
+        client = MlflowClient(server.uri)
+        run_id = client.create_run(client.create_experiment("early")).info.run_id
+        for name in ("manifest-0000000010.json", "blobs/0123abcd"):
+            client.log_text(run_id, "synced", f"{RESUME_DIR}/{name}")
+        client.log_text(run_id, "kept", layout.ARTIFACT_TRAINER_LOG)
+        assert client.list_artifacts(run_id, RESUME_DIR)
+
+        recorder = Recorder(client, {"k": run_id}, MetricLog())
+        views = {"k": TrialView(name="k", total=20)}
+        callback = SearchCallback(recorder, Progress(views, stream=io.StringIO(), live=False))
+        trial = SimpleNamespace(config={CONFIG_KEY: "k"}, last_result={"step": 10})
+        callback.on_trial_complete(1, [], trial)
+        recorder.drain()
+
+        assert client.get_run(run_id).data.tags[layout.TAG_STATUS] == layout.Status.EARLY_STOPPED
+        assert not client.list_artifacts(run_id, RESUME_DIR)
+        kept = [a.path for a in client.list_artifacts(run_id)]
+        assert layout.ARTIFACT_TRAINER_LOG.split("/")[0] in kept  # only resume/ goes

@@ -86,15 +86,8 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
     checkout = root / "checkout"
     (checkout / "sweeps").mkdir(parents=True)
     shutil.copy(REPO / "sweeps" / "demo.yaml", checkout / "sweeps" / "demo.yaml")
-    ports = [free_port() for _ in range(4)]
-    ray_args = ["--num-cpus", "2", "--num-gpus", "0", "--ray-client-server-port", str(ports[3])]
     storage = root / "storage"
-    started = _run(
-        [SWEEPER, "cluster", "up", "--host", HOST, "--ray-port", str(ports[0]),
-         "--dashboard-port", str(ports[1]), "--mlflow-port", str(ports[2]),
-         "--storage", str(storage), "--ray-args", " ".join(ray_args + _node_ports())],
-        env, checkout, timeout=200,
-    )  # fmt: skip
+    started, ports = _cluster_up(env, checkout, storage)
     state_file = root / "sweeper_home" / "cluster.json"
     try:
         assert started.returncode == 0, started.stdout + started.stderr
@@ -113,6 +106,22 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
             if recorded and recorded[key] > 1:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(recorded[key], signal.SIGKILL)
+
+
+def _cluster_up(
+    env: dict[str, str], cwd: Path, storage: Path, *extra: str
+) -> tuple[subprocess.CompletedProcess[str], list[int]]:
+    """`sweeper cluster up` on loopback with free ports; (its outcome, [gcs, dashboard,
+    mlflow] ports)."""
+    ports = [free_port() for _ in range(4)]
+    ray_args = ["--num-cpus", "2", "--num-gpus", "0", "--ray-client-server-port", str(ports[3])]
+    started = _run(
+        [SWEEPER, "cluster", "up", "--host", HOST, "--ray-port", str(ports[0]),
+         "--dashboard-port", str(ports[1]), "--mlflow-port", str(ports[2]),
+         "--storage", str(storage), "--ray-args", " ".join(ray_args + _node_ports()), *extra],
+        env, cwd, timeout=200,
+    )  # fmt: skip
+    return started, ports[:3]
 
 
 def _trial_runs(tracking: str, experiment: str) -> list:
@@ -272,3 +281,31 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return stat[stat.rindex(")") + 2] != "Z"
+
+
+def test_token_auth_admits_only_clients_with_the_token(tmp_path: Path):
+    """`--auth token` (the default off loopback), tried on loopback: `up` makes the
+    token, Ray's CLI works with it and the printed mode, and is refused without it."""
+    home, stranger = tmp_path / "home", tmp_path / "stranger"
+    home.mkdir()
+    stranger.mkdir()
+    env = clean_env(HOME=str(home), SWEEPER_HOME=str(tmp_path / "sweeper_home"))
+    for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        env.pop(name, None)
+    started, ports = _cluster_up(env, tmp_path, tmp_path / "storage", "--auth", "token")
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        assert f"RAY_AUTH_MODE=token ray start --address {HOST}:{ports[0]}" in started.stdout
+        assert (home / ".ray" / "auth_token").is_file()  # made by `up`, for every node
+        dashboard = f"http://{HOST}:{ports[1]}"
+        job = [RAY, "job", "submit", "--address", dashboard, "--", "python", "-c", "print(6*7)"]
+        admitted = _run(job, {**env, "RAY_AUTH_MODE": "token"}, tmp_path, timeout=120)
+        assert admitted.returncode == 0 and "42" in admitted.stdout, admitted.stderr[-3000:]
+        refused = _run(job, {**env, "RAY_AUTH_MODE": "token", "HOME": str(stranger)}, tmp_path)
+        assert refused.returncode != 0, refused.stdout[-2000:]
+        assert "token" in (refused.stdout + refused.stderr).lower()
+        status = _run([SWEEPER, "cluster", "status"], env, tmp_path, timeout=60)
+        assert status.returncode == 0 and "auth: token" in status.stdout, status.stdout
+    finally:
+        down = _run([SWEEPER, "cluster", "down"], env, tmp_path, timeout=120)
+        assert down.returncode == 0, down.stdout + down.stderr

@@ -14,7 +14,6 @@ Scenario c (driver SIGKILL, then --resume) is test_run_resume.py; the first half
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -27,152 +26,31 @@ from typing import Any
 import pytest
 
 from sweeper import layout
-from sweeper.trainers.events import read_events
-from sweeper.tune.trainable import event_points
 from tests.support.cluster import mlflow_server, ray_cluster
+from tests.support.faults import (
+    FAST_NODE_DEATH,
+    checkpoint_step,
+    compare_with_events,
+    descendants,
+    finish,
+    sigkill,
+    start_sweep,
+    trainer_pids,
+    trial_folder,
+    trials_by_seed,
+    wait_until,
+)
 from tests.support.reliability import record
 from tests.support.sweeps import (
     client_for,
     kill_group,
     new_sweep,
     run_sweeper,
-    runs_by_role,
     shared,
-    sweeper_command,
     sweeper_env,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-TRAINER_MODULE = "sweeper.trainers.dummy"
-# Ray declares a node dead after failure_threshold missed health checks, 5 x 3 s by
-# default; the test cluster checks every second (set for every node's `ray start`).
-FAST_NODE_DEATH = {
-    "RAY_health_check_initial_delay_ms": "1000",
-    "RAY_health_check_period_ms": "1000",
-    "RAY_health_check_timeout_ms": "1000",
-    "RAY_health_check_failure_threshold": "3",
-}
-
-
-# --- processes and trial folders ---------------------------------------------------------
-
-
-def start_sweep(log: Path, *args: str | Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    """`sweeper run ...` in its own process group, stdout and stderr to `log`."""
-    with open(log, "wb") as out:
-        return subprocess.Popen(
-            sweeper_command("run", *args),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
-
-
-def trial_folder(out: Path, seed: int) -> Path | None:
-    return next((out / "trials").glob(f"dummy-random-full-s{seed}-*"), None)
-
-
-def checkpoint_step(folder: Path) -> int:
-    """The step of the trial's last checkpoint (0: none yet)."""
-    last = folder / layout.CHECKPOINT_DIR / "last.json"
-    with contextlib.suppress(OSError, ValueError):
-        return int(json.loads(last.read_text())["step"])
-    return 0
-
-
-def _cmdline(pid: int) -> bytes:
-    with contextlib.suppress(OSError):
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    return b""
-
-
-def _pids() -> list[int]:
-    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
-
-
-def trainer_pids(folder: Path, among: set[int] | None = None) -> list[int]:
-    """Live dummy-trainer processes working in `folder` (optionally only among `among`)."""
-    found = []
-    for pid in among if among is not None else _pids():
-        line = _cmdline(pid)
-        if TRAINER_MODULE.encode() in line and folder.name.encode() in line:
-            found.append(pid)
-    return found
-
-
-def descendants(root: int) -> set[int]:
-    """Every live process below `root` in the process tree (from /proc/PID/stat)."""
-    children: dict[int, list[int]] = {}
-    for pid in _pids():
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-            children.setdefault(ppid, []).append(pid)
-    found, todo = set(), [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
-
-
-def sigkill(pids: set[int] | list[int]) -> None:
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-
-
-def wait_until(check: Any, proc: subprocess.Popen[bytes], log: Path, timeout: float) -> Any:
-    """Poll `check()` until it returns something truthy; fail if the sweep ends first."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        if proc.poll() is not None:
-            pytest.fail(f"sweeper exited ({proc.returncode}) first:\n{log.read_text()[-3000:]}")
-        time.sleep(0.1)
-    pytest.fail(f"timed out after {timeout:.0f}s:\n{log.read_text()[-3000:]}")
-
-
-def finish(proc: subprocess.Popen[bytes], log: Path, timeout: float = 300) -> str:
-    """Wait for the sweep to end; its whole output."""
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"sweep did not end within {timeout:.0f}s:\n{log.read_text()[-3000:]}")
-    return log.read_text(errors="replace")
-
-
-# --- what MLflow holds against what the trial measured ----------------------------------
-
-
-def compare_with_events(client: Any, run: Any, folder: Path) -> tuple[int, int, int]:
-    """(points in the events file, of them missing in MLflow, duplicate or extra points
-    in MLflow) for one trial run: every point of the trial's local events file (the
-    trainer's own record) must be in the run's metric history exactly once."""
-    expected = {
-        (key, int(step), float(value))
-        for event in read_events(folder / layout.EVENTS_FILE)
-        for step, key, value in event_points(event)
-    }
-    logged: list[tuple[str, int, float]] = []
-    for key in {k for k, _, _ in expected} | set(layout.METRIC_NAMES):
-        logged += [(key, m.step, m.value) for m in client.get_metric_history(run.info.run_id, key)]
-    repeated_steps = len(logged) - len({(k, s) for k, s, _ in logged})
-    return len(expected), len(expected - set(logged)), repeated_steps + len(set(logged) - expected)
-
-
-def trials_by_seed(out: Path, experiment: str) -> dict[int, list[Any]]:
-    _, trials = runs_by_role(out, experiment)
-    by_seed: dict[int, list[Any]] = {}
-    for run in trials:
-        by_seed.setdefault(int(run.data.tags[layout.TAG_SEED]), []).append(run)
-    return by_seed
-
 
 # --- a. trainer processes killed mid-run ---------------------------------------------------
 
@@ -229,6 +107,7 @@ def test_trainers_killed_mid_run_resume_from_their_last_checkpoint(tmp_path, tmp
             assert len(starts) == 2 and f"starting at step {at_kill[seed]} " in starts[1], starts
         else:
             assert len(starts) == 1 and "starting at step 0 " in starts[0], starts
+    _assert_runs_carry_the_summary_best(spec, by_seed)
     resumed = ", ".join(f"s{s} from step {at_kill[s]}" for s in killed_seeds)
     record(
         "a. trainer processes killed mid-run",
@@ -239,6 +118,19 @@ def test_trainers_killed_mid_run_resume_from_their_last_checkpoint(tmp_path, tmp
         f"(not from step 0); MLflow vs the trials' events files: {totals[0]} points, "
         f"{totals[1]} missing, {totals[2]} duplicated or extra",
     )
+
+
+def _assert_runs_carry_the_summary_best(spec: Path, by_seed: dict[int, list[Any]]) -> None:
+    """Each run's best-checkpoint metrics (what the MLflow runs table shows) are Table 1's
+    numbers, for resumed trials too."""
+    summary = run_sweeper("summarize", spec, "--format", "json", "--no-log")
+    assert summary.returncode == 0, summary.stderr[-3000:]
+    table1 = {t["run_id"]: t for t in json.loads(summary.stdout)["trials"]}
+    for seed, (run,) in by_seed.items():
+        row, metrics = table1[run.info.run_id], run.data.metrics
+        assert metrics[layout.METRIC_BEST_TEST_ACC] == row["test_accuracy"], seed
+        assert metrics[layout.METRIC_BEST_VALID_ACC] == row["best_valid_accuracy"], seed
+        assert metrics[layout.METRIC_BEST_STEP] == row["best_step"], seed
 
 
 # --- b. a worker node lost mid-sweep -------------------------------------------------------

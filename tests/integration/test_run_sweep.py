@@ -64,6 +64,12 @@ def test_a_grid_of_real_trials_is_recorded(tmp_path, tmp_path_factory):
         for key in (layout.METRIC_VALID_ACC, layout.METRIC_TEST_ACC, layout.METRIC_EPOCH):
             assert [s for s, _ in history(out, run_id, key)] == steps, key
         assert [s for s, _ in history(out, run_id, layout.METRIC_TRAIN_LOSS)] == [25, 50, 75]
+        for key in ("process_memory_usage_megabytes", "process_cpu_utilization_percentage"):
+            sampled = history(out, run_id, f"system/{key}")  # the run page's System metrics
+            assert set(steps) <= {s for s, _ in sampled}, key  # each validation point
+            assert all(value >= 0 for _, value in sampled)
+        memory = history(out, run_id, "system/process_memory_usage_megabytes")
+        assert max(value for _, value in memory) > 50  # a trainer with torch loaded
         assert {"checkpoints", "trial.json", "trainer.log", "events.jsonl"} <= set(
             artifacts(out, run_id)
         )

@@ -157,10 +157,10 @@ class RayCluster:
         """For `ray job submit --address` / `sweeper submit --address`."""
         return f"http://{HOST}:{self.dashboard_port}"
 
-    def _start(self, name: str, args: list[str]) -> None:
+    def _start(self, name: str, args: list[str], wrap: tuple[str, ...] = ()) -> None:
         log = open(self.log_dir / f"{name}.log", "wb")  # noqa: SIM115 (lives with proc)
         proc = subprocess.Popen(
-            [RAY, "start", "--block", *args],
+            [*wrap, RAY, "start", "--block", *args],
             stdout=log,
             stderr=subprocess.STDOUT,
             env=self.env,
@@ -172,8 +172,9 @@ class RayCluster:
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.env['RAY_AUTH_TOKEN']}"}
 
-    def add_worker(self, num_cpus: int, timeout: float = 90) -> None:
-        """Start one more node and wait until the cluster counts it alive."""
+    def add_worker(self, num_cpus: int, timeout: float = 90, wrap: tuple[str, ...] = ()) -> None:
+        """Start one more node and wait until the cluster counts it alive. `wrap` is a
+        command that execs `ray start ...` (e.g. `private_disk(...)`, a node of its own)."""
         expected = len(self.procs) + 1
         self._start(
             f"worker{expected - 1}",
@@ -184,6 +185,7 @@ class RayCluster:
                 "--temp-dir", self.temp_dir,
                 *_node_ports(),
             ],
+            wrap,
         )  # fmt: skip
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -218,6 +220,34 @@ class RayCluster:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+def private_disk(*folders: Path) -> tuple[str, ...]:
+    """A command prefix that runs the rest of the command line as a machine of its own
+    as far as `folders` go: in a private mount namespace (root only) with an empty tmpfs
+    mounted over each folder, so the process tree neither reads what is there nor
+    writes where the rest of this machine looks."""
+    mounts = " && ".join(f'mount -t tmpfs sweeper-node "${i + 1}"' for i in range(len(folders)))
+    script = f'{mounts} && shift {len(folders)} && exec "$@"'
+    return ("unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh",
+            *map(str, folders))  # fmt: skip
+
+
+def mount_namespace(pid: int) -> str:
+    """The mount namespace of a live process (e.g. `mnt:[4026532291]`)."""
+    return os.readlink(f"/proc/{pid}/ns/mnt")
+
+
+def namespace_pids(namespace: str) -> set[int]:
+    """Every live process in `namespace`: with `private_disk`, the whole node, whatever
+    process group or session its daemons moved to."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if os.readlink(entry / "ns" / "mnt") == namespace:
+                    found.add(int(entry.name))
+    return found
 
 
 @contextlib.contextmanager

@@ -112,3 +112,29 @@ def test_replay_completes_a_pair_cut_in_half():
     reporter.on_event(_eval(10, "test", 58.0))
     assert (sent[-1]["valid_accuracy"], sent[-1]["test_accuracy"]) == (60.0, 58.0)
     assert [k for _, k, _ in sent[-1][POINTS]] == [layout.METRIC_TEST_LOSS, layout.METRIC_TEST_ACC]
+
+
+def test_the_final_report_carries_the_best_checkpoint_of_every_attempt(tmp_path: Path):
+    """The best point may lie in the replayed history (an earlier attempt): it counts;
+    a later tie does not displace it (earliest step wins, as in Table 1)."""
+    sent: list[dict] = []
+    reporter = Reporter(sent.append, node="n1")
+    reporter.replay([_eval(10, "valid", 70.0), _eval(10, "test", 64.0)])
+    for event in (_eval(20, "valid", 70.0), _eval(20, "test", 66.0), _train(25)):
+        reporter.on_event(event)
+    reporter.finish(TrialResult(tmp_path, [], Checkpoints(None, None), 3.0, None))
+    best = {k: (s, v) for s, k, v in sent[-1][POINTS] if k in layout.BEST_METRIC_NAMES}
+    assert best == {
+        layout.METRIC_BEST_VALID_ACC: (25, 70.0),
+        layout.METRIC_BEST_TEST_ACC: (25, 64.0),
+        layout.METRIC_BEST_STEP: (25, 10),
+        layout.METRIC_BEST_EPOCH: (25, 1.0),
+    }
+
+
+def test_a_trial_without_validation_reports_no_best_checkpoint(tmp_path: Path):
+    sent: list[dict] = []
+    reporter = Reporter(sent.append, node="n1")
+    reporter.on_event(_train(3))
+    reporter.finish(TrialResult(tmp_path, [], Checkpoints(None, None), 3.0, None))
+    assert not [k for _, k, _ in sent[-1][POINTS] if k in layout.BEST_METRIC_NAMES]

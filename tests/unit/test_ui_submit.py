@@ -15,6 +15,7 @@ import pytest
 
 from sweeper.cli import submit, ui
 from sweeper.cli.main import main
+from sweeper.tracking.links import experiment_url
 from sweeper.tracking.store import sqlite_path
 from tests.support.specs import minimal_spec
 
@@ -52,10 +53,10 @@ def test_ui_urls_and_store_paths():
     assert sqlite_path("sqlite:////abs/out/mlflow.db") == Path("/abs/out/mlflow.db")
     assert sqlite_path("sqlite:///rel/mlflow.db") == Path("rel/mlflow.db")
     assert sqlite_path("postgresql://u@db/mlflow") is None
-    assert ui.experiment_url("http://127.0.0.1:5000/", "7") == (
-        "http://127.0.0.1:5000/#/experiments/7"
-    )
-    assert ui.experiment_url("http://127.0.0.1:5000", None) == "http://127.0.0.1:5000"
+    assert experiment_url("http://127.0.0.1:5000/", "7") == (
+        "http://127.0.0.1:5000/#/experiments/7/runs?workflowType=machine_learning"
+    )  # the runs table of the model-training view, not MLflow 3's GenAI overview
+    assert experiment_url("http://127.0.0.1:5000", None) == "http://127.0.0.1:5000"
     command = ui.server_command("sqlite:////x/mlflow.db", Path("/x/art"), "127.0.0.1", 5001)
     assert command[command.index("--host") + 1] == "127.0.0.1"
     assert command[command.index("--default-artifact-root") + 1] == "file:///x/art"

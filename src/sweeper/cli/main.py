@@ -50,10 +50,15 @@ NO_PHONE_HOME = {"MLFLOW_DISABLE_TELEMETRY": "true", "RAY_USAGE_STATS_ENABLED": 
 no way out (each attempt then waits on a timeout), and a sweep's traffic should go only
 where its spec says. Set before either library loads; an explicit setting wins."""
 
+NO_RUN_LINKS = {"MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
+"""Against a tracking server MLflow prints two links each time a run ends: 26 lines into
+a 12-trial sweep's progress view, opening a view that is not the runs table. sweeper
+prints its own links."""
+
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    for name, value in NO_PHONE_HOME.items():
+    for name, value in {**NO_PHONE_HOME, **NO_RUN_LINKS}.items():
         os.environ.setdefault(name, value)
     top = _top_parser()
     if not argv or argv[0] in {"-h", "--help"}:

@@ -28,6 +28,7 @@ from pathlib import Path
 from types import FrameType
 
 from sweeper.cli.common import add_spec_argument, fail, load_or_exit
+from sweeper.tracking.links import experiment_url
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 5000
@@ -52,12 +53,6 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
         help="MLflow tracking URI (default: the spec's, $MLFLOW_TRACKING_URI, a running "
         "`sweeper cluster up`, else SQLite in output_dir)",
     )
-
-
-def experiment_url(base: str, experiment_id: str | None) -> str:
-    """The UI page of one experiment (MLflow's UI routes with a hash fragment)."""
-    base = base.rstrip("/")
-    return f"{base}/#/experiments/{experiment_id}" if experiment_id else base
 
 
 def server_command(uri: str, artifacts: Path, host: str, port: int) -> list[str]:

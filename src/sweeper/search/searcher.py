@@ -39,6 +39,7 @@ from sweeper.layout import RunState, Stage, Status
 from sweeper.selection import Mode, is_better
 from sweeper.spec import SweepSpec
 from sweeper.tracking.recorder import Recorder, last_steps
+from sweeper.tracking.resume_sync import discard_run_copies
 from sweeper.tune.callback import TrackingCallback
 from sweeper.tune.progress import FINISHED, Progress, TrialView
 from sweeper.tune.trainable import CONFIG_KEY, FINAL, POINTS, RunRef, TrialContext, run_reporting
@@ -205,11 +206,14 @@ class SearchCallback(TrackingCallback):
         )
 
     def _early_stopped(self, run_id: str) -> None:
-        """Tag and end the run, through the recorder's outbox (in order, retried)."""
+        """Tag and end the run, through the recorder's outbox (in order, retried); its
+        resume copies go too: nothing resumes an early-stopped trial."""
         client = self.recorder.client
 
         def write() -> None:
             client.set_tag(run_id, layout.TAG_STATUS, Status.EARLY_STOPPED)
             client.set_terminated(run_id, status=RunState.FINISHED)
+            artifact_uri = client.get_run(run_id).info.artifact_uri
+            discard_run_copies(artifact_uri, client.tracking_uri)
 
         self.recorder.outbox.put(f"early stop of run {run_id}", write)

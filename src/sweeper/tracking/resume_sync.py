@@ -182,6 +182,15 @@ def discard(repo: ArtifactRepository) -> None:
         log.warning("deleting resume copies failed: %s", exc)
 
 
+def discard_run_copies(artifact_uri: str, tracking_uri: str) -> None:
+    """Delete the resume copies of a run that ended where its trial could not clean up:
+    a trial the scheduler stopped early is killed mid-run, copies left behind."""
+    from sweeper.tracking.staging import is_remote
+
+    if is_remote(artifact_uri):
+        discard(resume_repo(artifact_uri, tracking_uri))
+
+
 class CheckpointSync:
     """Syncs a running trial's resume state (see the module docstring).
 

@@ -5,6 +5,11 @@ metric events as the real trainers, writes a "checkpoint" per epoch, resumes fro
 last one, and can be told through `job.extra` to crash, hang or produce NaN, so the
 runner, retries and resume logic are tested quickly and deterministically.
 
+It reads the inputs a real trainer would (the prepared HF split's training lines,
+the fairseq folder, the initial checkpoint) and fails when one is missing or does
+not match `num_train`, so a sweep of dummy trials still proves that every node got the
+inputs (tests without a spec pass empty paths: nothing to read).
+
 `job.extra` keys: `sleep_per_step` (s), `fail_at_step`, `nan_at_step`, `fail_once_marker`
 (a path: fail at `fail_at_step` only while this file does not exist, then create it).
 
@@ -103,8 +108,25 @@ def _emit(**fields: object) -> None:
     print(PREFIX + json.dumps(fields), flush=True)
 
 
+def missing_input(job: TrialJob) -> str | None:
+    """What a real trainer could not read on this node, or None."""
+    for path in (job.fairseq_data, job.hf_data, job.init_checkpoint):
+        if path and not Path(path).exists():
+            return f"{path} does not exist on this node"
+    if job.hf_data:
+        train = Path(job.hf_data) / "train.jsonl"
+        lines = sum(1 for _ in train.open(encoding="utf-8")) if train.exists() else 0
+        if lines != job.num_train:
+            return f"{train} holds {lines} examples, the job expects {job.num_train}"
+    return None
+
+
 def main(job_path: str) -> int:
     job = TrialJob.load(Path(job_path))
+    problem = missing_input(job)
+    if problem:
+        print(f"dummy trainer: cannot read its inputs: {problem}", flush=True)
+        return 2
     extra = {**job.extra, **env_extra(job.out_dir)}
     job.checkpoint_dir.mkdir(parents=True, exist_ok=True)
     last = job.checkpoint_dir / "last.json"

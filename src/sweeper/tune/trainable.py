@@ -21,16 +21,19 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sweeper import layout
 from sweeper.spec import SweepSpec
 from sweeper.tracking.resume_sync import CheckpointSync
 from sweeper.tracking.staging import StagedInput
-from sweeper.trainers.events import MetricEvent, read_events
+from sweeper.trainers.events import MetricEvent, best_validation, read_events
 from sweeper.trainers.runner import TrialResult
 from sweeper.trainers.trial import SweepInputs
 from sweeper.trials import Trial
+
+if TYPE_CHECKING:
+    from sweeper.tune.system_metrics import SystemSampler
 
 CONFIG_KEY = "trial_key"
 """The one entry of a Ray trial's config: which sweep trial it is."""
@@ -81,6 +84,22 @@ def event_points(event: MetricEvent) -> list[list[Any]]:
     return [[event.step, key, value] for key, value in names if value is not None]
 
 
+def best_points(evaluations: Sequence[MetricEvent], step: int) -> list[list[Any]]:
+    """The best-validation checkpoint's metrics (`layout.BEST_METRIC_NAMES`) as points
+    at `step`, by the rule the summariser uses (`trainers.events.best_validation`)."""
+    found = best_validation(list(evaluations))
+    if found is None:
+        return []
+    valid, test = found
+    values = (
+        (layout.METRIC_BEST_VALID_ACC, valid.accuracy),
+        (layout.METRIC_BEST_TEST_ACC, test.accuracy if test is not None else None),
+        (layout.METRIC_BEST_STEP, valid.step),
+        (layout.METRIC_BEST_EPOCH, valid.epoch),
+    )
+    return [[step, key, value] for key, value in values if value is not None]
+
+
 class Reporter:
     """Turns a trainer's event stream into Tune reports: one per validation point, sent
     once both its valid and test events have arrived, plus a final one.
@@ -91,18 +110,31 @@ class Reporter:
     resumed trainer then re-emits for steps already replayed are not sent twice.
     """
 
-    def __init__(self, report: Callable[[dict[str, Any]], None], node: str):
+    def __init__(
+        self,
+        report: Callable[[dict[str, Any]], None],
+        node: str,
+        sampler: SystemSampler | None = None,
+    ):
         self._report = report
         self._node = node
+        self._sampler = sampler
+        """System metrics (`tune.system_metrics`): sampled at validation events and,
+        between them, at train events once its interval has passed."""
         self._points: list[list[Any]] = []
+        self._evaluations: list[MetricEvent] = []
+        """every valid and test event, replayed ones included: the best checkpoint's"""
         self._evals: dict[int, dict[str, MetricEvent]] = {}
         self._replayed: dict[str, int] = {}
         self.last_step = 0
 
     def replay(self, events: Sequence[MetricEvent]) -> None:
-        """Send a trial's earlier events (from its events file), in step order."""
+        """Send a trial's earlier events (from its events file), in step order; no
+        system sample is taken for them (they describe a past attempt)."""
+        sampler, self._sampler = self._sampler, None
         for event in events:
             self.on_event(event)
+        self._sampler = sampler
         self._replayed = {split: -1 for split in ("train", "valid", "test")}
         for event in events:
             self._replayed[event.split] = max(self._replayed[event.split], event.step)
@@ -113,8 +145,11 @@ class Reporter:
             return
         self._points.extend(event_points(event))
         self.last_step = max(self.last_step, event.step)
+        if self._sampler is not None and (event.split == "valid" or self._sampler.due()):
+            self._points.extend([event.step, k, v] for k, v in self._sampler.sample().items())
         if event.split == "train":
             return
+        self._evaluations.append(event)
         pair = self._evals.setdefault(event.step, {})
         pair[event.split] = event
         if "valid" in pair and "test" in pair:
@@ -138,8 +173,10 @@ class Reporter:
             self._send({"step": self.last_step})
 
     def finish(self, result: TrialResult) -> None:
-        """The last report: remaining points, parameter counts, the trial's wall time."""
+        """The last report: remaining points, the best checkpoint's metrics, parameter
+        counts, the trial's wall time."""
         counts = result.trainable_params or (None, None)
+        self._points.extend(best_points(self._evaluations, self.last_step))
         self._send(
             {
                 FINAL: True,
@@ -188,11 +225,12 @@ def run_reporting(
     from sweeper.tracking.artifacts import upload_logs, upload_trial
     from sweeper.tracking.staging import localize
     from sweeper.trainers.trial import run_trial, trial_dir
+    from sweeper.tune.system_metrics import SystemSampler
 
     out = trial_dir(ctx.spec, trial)
     inputs = localize(ctx.inputs, list(ctx.staged), ctx.tracking_uri) if ctx.staged else ctx.inputs
     sync = _checkpoint_sync(ctx, ref, out)
-    reporter = Reporter(report, node=node_name())
+    reporter = Reporter(report, node=node_name(), sampler=SystemSampler())
     reporter.replay(read_events(out / layout.EVENTS_FILE))
 
     def on_event(event: MetricEvent) -> None:

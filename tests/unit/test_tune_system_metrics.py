@@ -1,0 +1,66 @@
+"""System metrics of a trial: what the sampler measures, and when the Reporter sends it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from sweeper.trainers.events import MetricEvent
+from sweeper.tune.system_metrics import PREFIX, SystemSampler
+from sweeper.tune.trainable import POINTS, Reporter
+
+
+def test_the_sampler_measures_the_process_tree_under_its_root():
+    # a shell whose child spins: the tree's CPU share is the child's, not the shell's
+    busy = "import time\nend = time.time() + 30\nwhile time.time() < end: pass"
+    command = ["sh", "-c", f'"{sys.executable}" -c "$0"; exit 0', busy]
+    root = subprocess.Popen(command, start_new_session=True)
+    try:
+        time.sleep(0.5)  # the child is running
+        sampler = SystemSampler(interval_s=60, pid=root.pid)
+        time.sleep(1.0)
+        values = sampler.sample()
+    finally:
+        os.killpg(root.pid, signal.SIGKILL)  # the shell and its child
+        root.wait()
+    assert all(name.startswith(PREFIX) for name in values)
+    assert values[f"{PREFIX}process_cpu_utilization_percentage"] > 20  # the spinning child
+    assert values[f"{PREFIX}process_memory_usage_megabytes"] > 1
+    assert 0 < values[f"{PREFIX}system_memory_usage_percentage"] < 100
+    assert f"{PREFIX}cpu_utilization_percentage" in values
+    assert not sampler.due()  # just sampled, 60 s interval
+
+
+class FakeSampler:
+    def __init__(self, due_at: set[int]):
+        self.due_at = due_at
+        self.step = 0
+        self.calls = 0
+
+    def due(self) -> bool:
+        return self.step in self.due_at
+
+    def sample(self) -> dict[str, float]:
+        self.calls += 1
+        return {f"{PREFIX}cpu_utilization_percentage": float(self.calls)}
+
+
+def _event(step: int, split: str) -> MetricEvent:
+    accuracy = None if split == "train" else 50.0
+    return MetricEvent(step=step, epoch=step / 10, split=split, loss=0.5, accuracy=accuracy)
+
+
+def test_validation_points_are_sampled_and_train_events_only_when_due():
+    sent: list[dict] = []
+    sampler = FakeSampler(due_at={3})
+    reporter = Reporter(sent.append, node="n", sampler=sampler)  # type: ignore[arg-type]
+    reporter.replay([_event(1, "train"), _event(2, "valid"), _event(2, "test")])
+    assert sampler.calls == 0  # a past attempt's events: nothing sampled for them
+    for step, split in ((3, "train"), (4, "train"), (5, "valid"), (5, "test")):
+        sampler.step = step
+        reporter.on_event(_event(step, split))
+    system = [(s, v) for report in sent for s, k, v in report[POINTS] if k.startswith(PREFIX)]
+    assert system == [(3, 1.0), (5, 2.0)]  # due at train step 3, then the validation point
