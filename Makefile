@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.installed
 FAIRSEQ := fairseq-fixed==0.12.3.1
 TORCH   := torch==2.13.0
 
-.PHONY: install test test-fast lint format demo bench clean reliability
+.PHONY: install test test-fast lint format demo bench clean reliability browser
 
 install: $(STAMP)
 
@@ -28,6 +28,16 @@ test: install lint
 
 test-fast: install
 	$(BIN)/pytest -m "not integration and not slow"
+
+# The MLflow UI in headless Chromium (tests/integration/test_browser_ui.py). Nothing can
+# download a browser, so Debian's chromium + chromedriver are installed when missing
+# (needs root); `make test` runs the same test where they are installed and skips it,
+# saying why, where not. Its screenshots replace those in docs/figures.
+BROWSER_TEST := tests/integration/test_browser_ui.py
+browser: install
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+		apt-get install -y chromium chromium-driver
+	SWEEPER_SCREENSHOTS=docs/figures $(BIN)/pytest $(BROWSER_TEST) -p no:cacheprovider -rs
 
 # The layers (docs/architecture.md) are import-linter contracts in pyproject.toml;
 # tools/check_cycles.py adds "no import cycle between any two modules of src/sweeper".

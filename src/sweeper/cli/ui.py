@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -126,7 +127,10 @@ def _serve(command: list[str], base: str, url: str) -> int:
     """Start the server, print the URL once it answers, wait; stop it on Ctrl-C or
     SIGTERM so that no orphaned server keeps the port."""
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-    server = subprocess.Popen(command)
+    # MLflow's job runner (GenAI scoring jobs) is of no use to a sweep's store and more
+    # than doubles the server's start-up (as for `sweeper cluster up`'s server)
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    server = subprocess.Popen(command, env=env)
     try:
         if not _wait_ready(server, base):
             print(

@@ -41,6 +41,7 @@ def run_grid_sweep(options: RunOptions, spec: SweepSpec) -> int:
 def run_grid(sweep: Sweep, inputs: SweepInputs) -> int:
     """Create the runs, run the trials that need running, close the record, summarise."""
     from sweeper.layout import METRIC_NAMES
+    from sweeper.tracking.lineage import log_lineage, sweep_lineage
     from sweeper.tracking.outbox import Outbox, TrackingDown
     from sweeper.tracking.recorder import MetricLog, Recorder, last_steps
     from sweeper.tracking.runs import artifact_uris, create_trial_run
@@ -61,6 +62,7 @@ def run_grid(sweep: Sweep, inputs: SweepInputs) -> int:
         run_ids[key] = create_trial_run(
             client, sweep.experiment_id, parent, trial, sweep.stage, sweep.tags.get(key)
         )
+    log_lineage(client, [parent, *run_ids.values()], sweep_lineage(spec, inputs))
     metrics = MetricLog()
     for run_id in plan.resume.values():  # what a killed driver had logged already
         metrics.seed(run_id, last_steps(client, run_id, METRIC_NAMES))

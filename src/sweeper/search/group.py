@@ -84,6 +84,7 @@ def search_group(run: SearchRun, base: Trial, stamp: str) -> int | None:
 def _driver(run: SearchRun, base: Trial, recorder: Recorder, progress: Progress) -> SearchDriver:
     """The searcher's driver-side context: where each sampled trial's run goes."""
     from sweeper.search.searcher import SearchDriver
+    from sweeper.tracking.lineage import sweep_lineage
 
     existing = {found.trial_key: found.run_id for found in run.store.found}
     return SearchDriver(
@@ -96,6 +97,7 @@ def _driver(run: SearchRun, base: Trial, recorder: Recorder, progress: Progress)
         progress=progress,
         existing=existing,
         view=lambda trial: trial_view(trial, run.inputs),
+        lineage=sweep_lineage(run.spec, run.inputs),
     )
 
 

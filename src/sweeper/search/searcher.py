@@ -83,6 +83,8 @@ class SearchDriver:
     view: Callable[[Any], TrialView]
     keys: list[str] = field(default_factory=list)
     """Keys suggested in this invocation, in order."""
+    lineage: list[Any] = field(default_factory=list)
+    """The datasets each new run records (`tracking.lineage`)."""
 
 
 class RunCreatingSearcher(Searcher):
@@ -120,6 +122,7 @@ class RunCreatingSearcher(Searcher):
         raise NotImplementedError("the Optuna study in its RDB storage is the search state")
 
     def _with_run(self, params: dict[str, Any]) -> dict[str, Any]:
+        from sweeper.tracking.lineage import log_lineage
         from sweeper.tracking.runs import create_trial_run
 
         d = self.driver
@@ -133,6 +136,7 @@ class RunCreatingSearcher(Searcher):
                 d.client, d.experiment_id, d.parent_run_id, trial, stage=Stage.SEARCH,
                 extra_tags=tags, run_name=name,
             )  # fmt: skip
+            log_lineage(d.client, [run_id], d.lineage)
         else:  # a killed driver's trial, enqueued again: continue its run
             d.recorder.metrics.seed(run_id, last_steps(d.client, run_id, layout.METRIC_NAMES))
         d.existing[key] = run_id  # the same values sampled again: the same run

@@ -27,5 +27,5 @@ def experiment_url(base: str, experiment_id: str | None) -> str:
 
 
 def run_url(base: str, experiment_id: str, run_id: str) -> str:
-    """One run's page."""
-    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+    """One run's page, in the model-training view."""
+    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}?{MODEL_TRAINING_VIEW}"

@@ -72,6 +72,8 @@ def ensure_experiment(
     """
     from mlflow.exceptions import MlflowException
 
+    from sweeper.tracking.links import EXPERIMENT_KIND_TAG, MODEL_TRAINING_KIND
+
     existing = client.get_experiment_by_name(name)
     if existing is None:
         location = None
@@ -79,7 +81,8 @@ def ensure_experiment(
             text = str(artifact_root)
             location = text if "://" in text else Path(text).resolve().as_uri()
         try:
-            return client.create_experiment(name, artifact_location=location)
+            kind = {EXPERIMENT_KIND_TAG: MODEL_TRAINING_KIND}  # MLflow 3's model-training view
+            return client.create_experiment(name, artifact_location=location, tags=kind)
         except MlflowException:
             existing = client.get_experiment_by_name(name)  # created concurrently
             if existing is None:
@@ -90,4 +93,6 @@ def ensure_experiment(
             f"(`mlflow experiments restore --experiment-id {existing.experiment_id}`) or "
             "set tracking.experiment to another name"
         )
+    if EXPERIMENT_KIND_TAG not in existing.tags:  # made by an older sweeper: mark it too
+        client.set_experiment_tag(existing.experiment_id, EXPERIMENT_KIND_TAG, MODEL_TRAINING_KIND)
     return existing.experiment_id

@@ -1,0 +1,62 @@
+"""Dataset lineage: which prepared data a run trained and was measured on.
+
+The run page's Datasets column and the runs table's dataset filter read MLflow's run
+inputs (`log_inputs`). A prepared folder is one dataset per split, so each split is
+its own MLflow dataset, `<data dir name>/<split>` (MLflow keeps one context per dataset
+and run, so one dataset with three contexts would show only the first). The digest is
+the prepare cache key (`stats.json` "hash", the prepared folder's name): two runs show
+the same digest exactly when they read the same token ids. The profile holds the split's
+sentence and token counts; the source is the prepared folder on the driver.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sweeper.data.prepared import STATS_FILE
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+    from mlflow.entities import DatasetInput
+
+    from sweeper.spec import SweepSpec
+    from sweeper.trainers.trial import SweepInputs
+
+SPLITS = ("train", "valid", "test")
+CONTEXT_TAG = "mlflow.data.context"
+
+
+def dataset_inputs(prepared_dir: Path, data_name: str) -> list[DatasetInput]:
+    """One input per split of the prepared folder (its `stats.json` must exist)."""
+    from mlflow.entities import Dataset, DatasetInput, InputTag
+
+    stats = json.loads((Path(prepared_dir) / STATS_FILE).read_text(encoding="utf-8"))
+    inputs = []
+    for split in SPLITS:
+        counts = stats["splits"].get(split)
+        if counts is None:
+            continue
+        profile = {k: counts[k] for k in ("sentences", "tokens") if k in counts}
+        dataset = Dataset(
+            name=f"{data_name}/{split}",
+            digest=str(stats["hash"]),
+            source_type="local",
+            source=json.dumps({"uri": Path(prepared_dir).resolve().as_uri()}),
+            profile=json.dumps(profile),
+        )
+        inputs.append(DatasetInput(dataset, [InputTag(CONTEXT_TAG, split)]))
+    return inputs
+
+
+def sweep_lineage(spec: SweepSpec, inputs: SweepInputs) -> list[DatasetInput]:
+    """The inputs of every run of a sweep: its prepared folder (the parent of the HF
+    and fairseq folders), named after the data folder."""
+    return dataset_inputs(Path(inputs.hf_data).parent, Path(spec.data.dir).name)
+
+
+def log_lineage(client: MlflowClient, run_ids: list[str], inputs: list[DatasetInput]) -> None:
+    """Attach the inputs to each run (MLflow ignores an input a run already has)."""
+    for run_id in run_ids:
+        client.log_inputs(run_id, datasets=inputs)

@@ -1,0 +1,36 @@
+"""Dataset lineage on MLflow runs: one dataset per split, digest = the prepare key."""
+
+from __future__ import annotations
+
+import json
+
+from sweeper.tracking.lineage import dataset_inputs, log_lineage
+
+
+def test_each_split_is_a_dataset_with_the_prepare_key_as_digest(tmp_path):
+    from mlflow import MlflowClient
+
+    prepared = tmp_path / "prepared" / "ccdb107cecd43938"
+    prepared.mkdir(parents=True)
+    splits = {s: {"sentences": n, "tokens": 10 * n} for s, n in (("train", 8), ("valid", 2))}
+    stats = {"hash": "ccdb107cecd43938", "splits": {**splits, "test": {"sentences": 2}}}
+    (prepared / "stats.json").write_text(json.dumps(stats))
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.create_experiment("lineage", artifact_location=str(tmp_path / "art"))
+    run_ids = [client.create_run(experiment).info.run_id for _ in range(2)]
+
+    inputs = dataset_inputs(prepared, "corpus")
+    log_lineage(client, run_ids, inputs)
+    log_lineage(client, run_ids[:1], inputs)  # again (a resumed sweep): nothing doubles
+
+    for run_id in run_ids:
+        logged = client.get_run(run_id).inputs.dataset_inputs
+        seen = {(i.dataset.name, i.dataset.digest, i.tags[0].value) for i in logged}
+        assert seen == {
+            ("corpus/train", "ccdb107cecd43938", "train"),
+            ("corpus/valid", "ccdb107cecd43938", "valid"),
+            ("corpus/test", "ccdb107cecd43938", "test"),
+        }
+        train = next(i.dataset for i in logged if i.dataset.name == "corpus/train")
+        assert json.loads(train.profile) == {"sentences": 8, "tokens": 80}
+        assert json.loads(train.source)["uri"] == prepared.resolve().as_uri()
