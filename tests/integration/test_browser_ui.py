@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from sweeper import layout
-from sweeper.tracking.links import run_url
+from sweeper.tracking.links import MODEL_TRAINING_VIEW, run_url
 from tests.support.browser import (
     chrome,
     click_text,
@@ -46,7 +46,8 @@ def served(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     assert done.returncode == 0, done.stderr[-3000:]
     summary = run_sweeper("summarize", spec, "--format", "json", "--no-log")
     assert summary.returncode == 0, summary.stderr[-3000:]
-    trials = json.loads(summary.stdout)["trials"]
+    report = json.loads(summary.stdout)
+    trials = report["trials"]
     proc = subprocess.Popen(
         sweeper_command("ui", spec, "--port", str(free_port())),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -54,7 +55,7 @@ def served(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     )  # fmt: skip
     try:
         url = _printed_url(proc)
-        yield {"url": url, "trials": trials}
+        yield {"url": url, "trials": trials, "parent": report["parent_run_id"]}
     finally:
         kill_group(proc.pid)
 
@@ -72,7 +73,10 @@ def _printed_url(proc: subprocess.Popen[str]) -> str:
 def test_the_ui_shows_the_runs_table_groups_and_table_1_numbers(served: dict):
     url, trials = served["url"], served["trials"]
     base, experiment_id = re.match(r"(http://[^/]+)/#/experiments/(\d+)/", url).groups()  # type: ignore[union-attr]
-    with chrome() as driver:
+    with chrome() as driver:  # skips, saying why, without a browser or selenium
+        from selenium.webdriver.common.by import By
+        from selenium.webdriver.support.ui import WebDriverWait
+
         driver.get(url)
         shown = wait_for_text(driver, "5 matching runs")  # the parent and its 4 trials
         assert "Overview" not in shown.splitlines()  # not MLflow 3's GenAI overview
@@ -93,3 +97,16 @@ def test_the_ui_shows_the_runs_table_groups_and_table_1_numbers(served: dict):
             assert "system/process_memory_usage_megabytes" in shown  # System metrics
             assert "corpus/train" in shown  # Datasets: the prepared data's train split
         screenshot(driver, "mlflow-trial-run.png")
+
+        # The parent run's HTML report, as the artifact viewer renders it (an iframe).
+        page = f"{base}/#/experiments/{experiment_id}/runs/{served['parent']}/artifacts"
+        driver.get(f"{page}?{MODEL_TRAINING_VIEW}")
+        wait_for_text(driver, "report")
+        click_text(driver, "report")
+        click_text(driver, "report.html")
+        frame = WebDriverWait(driver, 60).until(lambda d: d.find_elements(By.TAG_NAME, "iframe"))[0]
+        screenshot(driver, "mlflow-parent-report.png")
+        driver.switch_to.frame(frame)
+        shown = wait_for_text(driver, "Table 2.")
+        assert "Table 1." in shown and GROUPS[0] in shown
+        assert driver.find_elements(By.TAG_NAME, "img"), "the figures are not inline"

@@ -172,6 +172,8 @@ def test_ray_job_submit_with_no_auth_variables_leaves_a_durable_record(up: Up):
     assert names == {"dummy-random-full-s1", "dummy-random-full-s2"}, summary.stdout
     ui = _run([SWEEPER, "ui", "sweeps/demo.yaml"], up.env, up.checkout, timeout=60)
     assert ui.returncode == 0 and f"{up.tracking}/#/experiments/" in ui.stdout, ui.stdout
+    link = re.search(r"MLflow UI: (\S+)", summary.stdout + submitted.stdout)  # run + summarize
+    assert link and link.group(1).endswith("/runs?workflowType=machine_learning"), link
 
 
 def test_job_stopped_then_resubmitted_with_resume_finishes_only_the_rest(up: Up):

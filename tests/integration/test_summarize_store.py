@@ -506,6 +506,7 @@ def test_cli_out_writes_files_and_logs_to_parent(store, tmp_path, capsys):
     expected = {
         "summary.md",
         "summary.json",
+        "report.html",
         "curves.png",
         "test_accuracy.png",
         *(
@@ -613,3 +614,25 @@ def test_summarize_spec_reads_the_spec_store(store, tmp_path):
     summary = summarize_spec(spec, client=store["client"])
     assert (summary.experiment, summary.sweep, summary.tracking_uri) == ("lab", "lab", store["uri"])
     assert [t.test_accuracy for t in summary.trials] == [79.9, 78.5, 80.1, 65.4, 66.7, 67.4]
+
+
+def test_logging_the_report_marks_runs_without_best_checkpoint_metrics(store, tmp_path):
+    """Runs an older sweeper made carry no best_* metrics; the report logs them, from
+    Table 1's rows, once."""
+    from sweeper.summarize.report import log_report, write_report
+
+    client = store["client"]
+    write_experiment(client, "unmarked", lab_trials())
+    summary = summarize("unmarked", store["uri"], client=client)
+    assert len(summary.unmarked) == 6
+    log_report(client, summary, write_report(summary, tmp_path / "report", figures=False))
+    for trial in summary.trials:
+        metrics = client.get_run(trial.run_id).data.metrics
+        assert metrics[layout.METRIC_BEST_TEST_ACC] == trial.test_accuracy
+        assert metrics[layout.METRIC_BEST_VALID_ACC] == trial.best_valid_accuracy
+        assert metrics[layout.METRIC_BEST_STEP] == trial.best_step
+    again = summarize("unmarked", store["uri"], client=client)
+    assert again.unmarked == ()  # marked once, not on every summary
+    parent = client.get_run(summary.parent_run_id).data.metrics
+    group = summary.groups[0]
+    assert parent[f"summary/{group.group}/test_accuracy_ci_low"] == group.ci_low

@@ -209,6 +209,7 @@ def test_write_report_files_and_figures(tmp_path):
         [
             "summary.md",
             "summary.json",
+            "report.html",
             "curves.png",
             "test_accuracy.png",
             *(
@@ -221,6 +222,9 @@ def test_write_report_files_and_figures(tmp_path):
     for png in ("curves.png", "test_accuracy.png"):
         assert (tmp_path / "out" / png).read_bytes()[:4] == b"\x89PNG"
     assert (tmp_path / "out" / "table2.md").read_text().startswith("Table 2.")
+    page = (tmp_path / "out" / "report.html").read_text()  # the one page the UI renders
+    assert page.count("<table>") == 4 and page.count("data:image/png;base64,") == 2
+    assert "<h2>Table 1." in page and "</html>" in page
 
 
 def test_cli_help_teaches_and_imports_nothing_heavy():

@@ -87,6 +87,11 @@ def summarize(
         not_counted=not_counted,
         notes=notes,
         search=load_search(client, runs, parent.run_id if parent else None, sweep),
+        unmarked=tuple(
+            r.run_id
+            for r in candidates
+            if r.run_id in counted and layout.METRIC_BEST_TEST_ACC not in r.latest
+        ),
     )
 
 

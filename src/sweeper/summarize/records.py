@@ -218,6 +218,10 @@ class Summary:
     notes: list[str] = field(default_factory=list)
     search: list[SearchGroup] = field(default_factory=list)
     """The search stage per group (empty for a grid sweep)."""
+    unmarked: tuple[str, ...] = ()
+    """Counted trial runs without the best-checkpoint metrics (`layout.BEST_METRIC_NAMES`:
+    made by an older sweeper, or their driver died before the final report); logging
+    the report adds them."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready; the summary.json artifact and `--format json`."""

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from sweeper import layout
 from sweeper.summarize.figures import write_figures
+from sweeper.summarize.html import REPORT_HTML, to_html
 from sweeper.summarize.records import Summary
 from sweeper.summarize.tables import build_tables, table_csv, table_markdown, to_json, to_markdown
 
@@ -41,7 +42,8 @@ class Logged:
 
 
 def write_report(summary: Summary, out_dir: Path, figures: bool = True) -> list[Path]:
-    """Write summary.md/.json, each table as .md and .csv, and the figures into out_dir."""
+    """Write summary.md/.json, each table as .md and .csv, the figures, and report.html
+    (all of it in one page) into out_dir."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for name, text in ((SUMMARY_MD, to_markdown(summary)), (SUMMARY_JSON, to_json(summary))):
@@ -55,9 +57,10 @@ def write_report(summary: Summary, out_dir: Path, figures: bool = True) -> list[
             path = out_dir / f"{table.name}{suffix}"
             path.write_text(text, encoding="utf-8")
             written.append(path)
-    if figures:
-        written.extend(write_figures(summary, out_dir))
-    return written
+    drawn = write_figures(summary, out_dir) if figures else []
+    page = out_dir / REPORT_HTML
+    page.write_text(to_html(summary, drawn), encoding="utf-8")
+    return [*written, *drawn, page]
 
 
 def metric_name(*parts: str) -> str:
@@ -68,13 +71,19 @@ def metric_name(*parts: str) -> str:
 
 
 def group_metrics(summary: Summary) -> dict[str, float]:
-    """Per-group test-accuracy mean (and n, and std where defined) as metric values."""
+    """Per-group test accuracy (at each trial's best checkpoint) as metric values: mean
+    and n, std and the 95% CI bounds where defined (n > 1)."""
     metrics: dict[str, float] = {}
     for group in summary.groups:
         metrics[metric_name(METRIC_PREFIX, group.group, "test_accuracy_mean")] = group.mean
         metrics[metric_name(METRIC_PREFIX, group.group, "n")] = float(group.n)
         if group.std is not None:
             metrics[metric_name(METRIC_PREFIX, group.group, "test_accuracy_std")] = group.std
+        if group.ci_low is not None and group.ci_high is not None:
+            metrics[metric_name(METRIC_PREFIX, group.group, "test_accuracy_ci_low")] = group.ci_low
+            metrics[metric_name(METRIC_PREFIX, group.group, "test_accuracy_ci_high")] = (
+                group.ci_high
+            )
     return metrics
 
 
@@ -96,5 +105,26 @@ def log_report(client: MlflowClient, summary: Summary, files: Sequence[Path]) ->
     entries = [Metric(key, value, now, 0) for key, value in metrics.items()]
     for start in range(0, len(entries), 1000):  # MLflow's log_batch limit
         client.log_batch(run_id, metrics=entries[start : start + 1000])
+    mark_best_checkpoints(client, summary)
     names = tuple(sorted(Path(p).name for p in files))
     return Logged(run_id, layout.ARTIFACT_REPORT_DIR, names, metrics)
+
+
+def mark_best_checkpoints(client: MlflowClient, summary: Summary) -> int:
+    """Give each counted trial run that lacks them its best-checkpoint metrics (what a
+    finished trial logs itself, `tune.trainable.best_points`), from Table 1's row, at
+    the best step; returns how many runs were marked."""
+    from mlflow.entities import Metric
+
+    now = int(time.time() * 1000)
+    unmarked = set(summary.unmarked)
+    for trial in (t for t in summary.trials if t.run_id in unmarked):
+        values = {
+            layout.METRIC_BEST_VALID_ACC: trial.best_valid_accuracy,
+            layout.METRIC_BEST_TEST_ACC: trial.test_accuracy,
+            layout.METRIC_BEST_STEP: float(trial.best_step),
+            layout.METRIC_BEST_EPOCH: trial.best_epoch,
+        }
+        entries = [Metric(k, v, now, trial.best_step) for k, v in values.items() if v is not None]
+        client.log_batch(trial.run_id, metrics=entries)
+    return len(unmarked)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from sweeper.summarize.records import Summary
+from sweeper.tracking.links import experiment_url
 
 NA = "n/a"
 TERMINAL_NOT_COUNTED_ROWS = 20
@@ -192,6 +193,8 @@ def preamble(summary: Summary) -> list[str]:
         f"{_count(len(summary.groups), 'group')}, "
         f"{_count(len(summary.not_counted), 'run')} not counted",
     ]
+    if summary.tracking_uri.startswith(("http://", "https://")):  # a UI is already there
+        lines.append(f"MLflow UI: {experiment_url(summary.tracking_uri, summary.experiment_id)}")
     return lines + [f"note: {note}" for note in summary.notes]
 
 

@@ -3,11 +3,14 @@
 MLflow 3's UI opens an experiment in one of two workflows. Its GenAI view ("Overview":
 traces, latency, token usage) is the default for a plain `#/experiments/ID` link, and
 a sweep's runs are one click away from it; `?workflowType=machine_learning` on the runs
-route opens the runs table of the model-training view directly. The UI reads the
-workflow from that query parameter, or, when its workflow selector is off, from the
-experiment tag `mlflow.experimentKind` (`custom_model_development` marks model
-training; found in MLflow 3.17's UI bundle, where `genai_development` is the other
-kind), which sweeper also sets on the experiments it creates (`EXPERIMENT_KIND_TAG`).
+route opens the runs table of the model-training view directly, and on a run's page
+keeps that view. Found in MLflow 3.17's UI bundle: the view comes from that query
+parameter while the UI's workflow selector is on (it is in 3.17: a run page linked
+without it opens in the GenAI view, checked in tests/integration/test_browser_ui.py),
+else from the experiment tag `mlflow.experimentKind`, whose value
+`custom_model_development` marks model training (`genai_development` is the other
+kind). sweeper does both: every link carries the parameter, and the experiments it
+creates carry the tag (`tracking.store.ensure_experiment`).
 """
 
 from __future__ import annotations
