@@ -14,7 +14,8 @@ MLflow layout:
   experiment  = the sweep name (or spec.tracking.experiment)
   parent run  = the sweep, tagged `sweeper.role=sweep`
   child run   = one trial, tagged `sweeper.role=trial` and `mlflow.parentRunId`
-  metrics     = METRIC_NAMES at step = update number
+  metrics     = METRIC_NAMES at step = update number; BEST_METRIC_NAMES once a trial
+                finishes; `system/...` samples (sweeper.tune.system_metrics)
 """
 
 from __future__ import annotations

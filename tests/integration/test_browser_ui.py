@@ -98,6 +98,12 @@ def test_the_ui_shows_the_runs_table_groups_and_table_1_numbers(served: dict):
             assert "corpus/train" in shown  # Datasets: the prepared data's train split
         screenshot(driver, "mlflow-trial-run.png")
 
+        # The Models tab: one logged model (the best checkpoint) per trial.
+        driver.get(f"{base}/#/experiments/{experiment_id}/models?{MODEL_TRAINING_VIEW}")
+        shown = wait_for_text(driver, trials[0]["run_name"])
+        assert all(trial["run_name"] in shown for trial in trials), shown[:2000]
+        screenshot(driver, "mlflow-models.png")
+
         # The parent run's HTML report, as the artifact viewer renders it (an iframe).
         page = f"{base}/#/experiments/{experiment_id}/runs/{served['parent']}/artifacts"
         driver.get(f"{page}?{MODEL_TRAINING_VIEW}")

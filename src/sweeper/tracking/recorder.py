@@ -95,6 +95,10 @@ class Recorder:
         self.outbox = outbox or Outbox()
         self._node: dict[str, str] = {}
         """run id -> node last tagged: a retry on another node re-tags the run"""
+        self._best: dict[str, list[MetricPoint]] = {}
+        """run id -> its final report's best-checkpoint points, until it finishes"""
+        self._models: dict[str, str] = {}
+        """run id -> the logged model made for it (one, however often the write retries)"""
 
     def started(self, key: str, ray_trial_id: str) -> None:
         """A (re)start: the run is RUNNING again, whatever it was before."""
@@ -128,7 +132,10 @@ class Recorder:
             self._tags(run_id, tags)
         now = int(time.time() * 1000)
         points = self.metrics.new_points(run_id, result.get("points") or ())
-        metrics = [Metric(k, v, now, s) for s, k, v in points]
+        best = [p for p in points if p[1] in layout.BEST_METRIC_NAMES]
+        if best:  # logged with the trial's model when it finishes (`finished`)
+            self._best[run_id] = best
+        metrics = [Metric(k, v, now, s) for s, k, v in points if k not in layout.BEST_METRIC_NAMES]
         for start in range(0, len(metrics), METRICS_PER_BATCH):
             batch = metrics[start : start + METRICS_PER_BATCH]
             self._put(
@@ -138,9 +145,32 @@ class Recorder:
         return len(metrics)
 
     def finished(self, key: str) -> None:
+        """FINISHED; its best-checkpoint metrics go to the run and to a logged model of
+        the best checkpoint (`tracking.models`), or to the run alone if the store has
+        no logged models."""
         run_id = self.runs[key]
+        best = self._best.pop(run_id, [])
+        if best:
+            self.outbox.put(f"best checkpoint of run {run_id}", lambda: self._model(key, best))
         self._tags(run_id, {layout.TAG_STATUS: layout.Status.FINISHED})
         self._end(run_id, layout.RunState.FINISHED)
+
+    def _model(self, key: str, best: list[MetricPoint]) -> None:
+        from mlflow.entities import Metric
+        from mlflow.exceptions import MlflowException
+
+        from sweeper.tracking.models import log_best_model
+
+        run_id = self.runs[key]
+        values, step = {k: v for _, k, v in best}, max(s for s, _, _ in best)
+        try:
+            log_best_model(self.client, run_id, key, values, step, self._models)
+        except MlflowException as exc:
+            if exc.error_code not in ("ENDPOINT_NOT_FOUND", "NOT_IMPLEMENTED"):
+                raise
+            now = int(time.time() * 1000)  # a store without logged models: the run only
+            metrics = [Metric(k, v, now, step) for k, v in values.items()]
+            self.client.log_batch(run_id, metrics=metrics, synchronous=True)
 
     def failed(self, key: str, error: str) -> None:
         """Past its retries: FAILED, with the error tail as a tag and, where the artifact

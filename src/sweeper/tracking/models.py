@@ -1,0 +1,60 @@
+"""Each finished trial's best checkpoint as an MLflow 3 logged model.
+
+The experiment's Models tab lists logged models; a trial's best checkpoint (already
+uploaded to its run under `checkpoints/best`, `tracking.artifacts`) appears there as
+one model per trial, linked to its run and carrying the best-checkpoint metrics
+(`layout.BEST_METRIC_NAMES`), so models can be sorted by `best_test_accuracy` in the
+UI. The model is *external*: MLflow stores no second copy of the checkpoint, its tag
+`sweeper.checkpoint` names where it is (`runs:/<run id>/checkpoints/best`), which a
+fairseq or HF loader reads after `mlflow artifacts download`. The metrics are logged
+once, on the run and the model together (a metric point with a `model_id`), so the
+run's history holds each of them once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from sweeper import layout
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+
+TAG_CHECKPOINT = "sweeper.checkpoint"
+MODEL_TYPE = "sweeper-best-checkpoint"
+
+
+def checkpoint_uri(run_id: str) -> str:
+    return f"runs:/{run_id}/{layout.ARTIFACT_BEST_CHECKPOINT}"
+
+
+def log_best_model(
+    client: MlflowClient,
+    run_id: str,
+    trial_key: str,
+    best: Mapping[str, float],
+    step: int,
+    made: dict[str, str],
+) -> str:
+    """Create the model (once: `made` maps run id -> model id across retries of this
+    write), log `best` on the run and the model at `step`, mark the model READY."""
+    from mlflow.entities import Metric
+
+    model_id = made.get(run_id)
+    if model_id is None:
+        run = client.get_run(run_id)
+        model = client.create_logged_model(
+            run.info.experiment_id,
+            name=run.info.run_name,
+            source_run_id=run_id,
+            tags={layout.TAG_TRIAL_KEY: trial_key, TAG_CHECKPOINT: checkpoint_uri(run_id)},
+            model_type=MODEL_TYPE,
+        )
+        model_id = made[run_id] = model.model_id
+    now = int(time.time() * 1000)
+    metrics = [Metric(k, float(v), now, step, model_id=model_id) for k, v in best.items()]
+    client.log_batch(run_id, metrics=metrics, synchronous=True)
+    client.finalize_logged_model(model_id, "READY")
+    return model_id
