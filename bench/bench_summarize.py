@@ -44,7 +44,7 @@ GROUPS = [("fairseq", "pretrained"), ("fairseq", "random"), ("hf", "pretrained")
 VALID_EVERY = 225
 VALID_POINTS = 10
 TRAIN_EVERY = 25
-CACHE_VERSION = "v1"
+CACHE_VERSION = "v2"  # v2: finished runs carry best_* metrics, as the engine logs them
 
 
 def build_store(folder: Path, n: int) -> str:
@@ -89,14 +89,17 @@ def build_store(folder: Path, n: int) -> str:
             layout.TAG_TRAINABLE_PARAMS: "22830594",
         }
         run_id = client.create_run(experiment_id, tags=tags, run_name=f"run-{i}").info.run_id
-        client.log_batch(run_id, metrics=_metrics(rng, init == "pretrained"))
+        finished = status == layout.Status.FINISHED
+        client.log_batch(run_id, metrics=_metrics(rng, init == "pretrained", finished))
         client.set_terminated(run_id, "FAILED" if status == layout.Status.FAILED else "FINISHED")
     client.set_terminated(parent, "FINISHED")
     done.write_text(f"{n} trial runs\n")
     return uri
 
 
-def _metrics(rng: random.Random, pretrained: bool) -> list:
+def _metrics(rng: random.Random, pretrained: bool, finished: bool) -> list:
+    """A trial's history; a finished one also carries its best-checkpoint metrics at
+    its last step (`tune.trainable.best_points`; earliest best validation point)."""
     from mlflow.entities import Metric
 
     now = int(time.time() * 1000)
@@ -117,6 +120,17 @@ def _metrics(rng: random.Random, pretrained: bool) -> list:
                 Metric(layout.METRIC_EPOCH, step / VALID_EVERY, now + step, step),
                 Metric(layout.METRIC_WALL_TIME, step * 0.05, now + step, step),
             ]
+    if finished:
+        valid = {m.step: m.value for m in out if m.key == layout.METRIC_VALID_ACC}
+        test = {m.step: m.value for m in out if m.key == layout.METRIC_TEST_ACC}
+        best = max(sorted(valid), key=lambda s: (valid[s], -s))
+        last = max(valid)
+        out += [
+            Metric(layout.METRIC_BEST_VALID_ACC, valid[best], now + last, last),
+            Metric(layout.METRIC_BEST_TEST_ACC, test[best], now + last, last),
+            Metric(layout.METRIC_BEST_STEP, float(best), now + last, last),
+            Metric(layout.METRIC_BEST_EPOCH, best / VALID_EVERY, now + last, last),
+        ]
     return out
 
 

@@ -86,6 +86,7 @@ def test_the_ui_shows_the_runs_table_groups_and_table_1_numbers(served: dict):
         shown = wait_for_text(driver, f"Group: {GROUPS[0]}")
         assert f"Group: {GROUPS[1]}" in shown
         assert all(trial["run_name"] in shown for trial in trials)
+        assert "corpus/train" in shown  # the Dataset column of the trial rows
         screenshot(driver, "mlflow-runs-grouped.png")
 
         for trial in trials:

@@ -28,6 +28,7 @@ import pytest
 from sweeper import layout
 from tests.support.cluster import RAY, SWEEPER, _node_ports, free_port
 from tests.support.processes import clean_env
+from tests.support.reliability import record
 from tests.support.sweeps import new_sweep
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -170,6 +171,15 @@ def test_ray_job_submit_with_no_auth_variables_leaves_a_durable_record(up: Up):
     table1 = summary.stdout.split("# table2")[0]
     names = {line.split(",")[1] for line in table1.splitlines()[2:] if line.strip()}
     assert names == {"dummy-random-full-s1", "dummy-random-full-s2"}, summary.stdout
+    record(
+        "cluster: a Ray job's record outlives Ray's working-dir copy; auth after an embedded sweep",
+        "in a HOME where an embedded `sweeper run` had left ~/.ray/auth_token: `sweeper "
+        "cluster up`, then `ray job submit --working-dir . -- sweeper run sweeps/demo.yaml` "
+        "(2 trials, relative output_dir) with no RAY_AUTH_MODE in the client's environment",
+        f"job succeeded; output_dir re-rooted to {up.storage.name}/runs/demo (printed by "
+        "the driver), nothing written into Ray's copy but the upload; `sweeper summarize` "
+        f"from the checkout printed both trials ({', '.join(sorted(names))})",
+    )
     ui = _run([SWEEPER, "ui", "sweeps/demo.yaml"], up.env, up.checkout, timeout=60)
     assert ui.returncode == 0 and f"{up.tracking}/#/experiments/" in ui.stdout, ui.stdout
     link = re.search(r"MLflow UI: (\S+)", summary.stdout + submitted.stdout)  # run + summarize
@@ -220,6 +230,15 @@ def test_job_stopped_then_resubmitted_with_resume_finishes_only_the_rest(up: Up)
     for run in runs:  # the two finished before were not touched
         if before.get(run.data.tags[layout.TAG_TRIAL_KEY], run).info.status == "FINISHED":
             assert run.info.run_id == before[run.data.tags[layout.TAG_TRIAL_KEY]].info.run_id
+    planned = re.search(r"3 trials \(2 finished before, \d to resume, \d new\)", text)
+    record(
+        "cluster: a Ray job stopped mid-sweep, then resubmitted with --resume",
+        "`ray job stop` once 2 of 3 trials (1 at a time) had finished and the third was "
+        "running; then `ray job submit ... -- sweeper run ... --resume`",
+        f"first job 'was stopped'; second job exit 0, planned '{planned.group(0)}' "  # type: ignore[union-attr]
+        "and started only the third; 3 keys with exactly one FINISHED run each, the 2 "
+        "finished before kept their run ids",
+    )
 
 
 def test_status_refusal_and_down_stop_only_what_up_started(up: Up, tmp_path: Path):
@@ -308,6 +327,14 @@ def test_token_auth_admits_only_clients_with_the_token(tmp_path: Path):
         assert "token" in (refused.stdout + refused.stderr).lower()
         status = _run([SWEEPER, "cluster", "status"], env, tmp_path, timeout=60)
         assert status.returncode == 0 and "auth: token" in status.stdout, status.stdout
+        record(
+            "cluster: token authentication",
+            "`sweeper cluster up --auth token` in a HOME without a token; `ray job submit` "
+            "with RAY_AUTH_MODE=token from that HOME, and from another HOME (no token)",
+            "up made ~/.ray/auth_token and printed `RAY_AUTH_MODE=token ray start ...` for "
+            f"workers; the job with the token ran (printed 42); without it, exit "
+            f"{refused.returncode}, refused naming the token",
+        )
     finally:
         down = _run([SWEEPER, "cluster", "down"], env, tmp_path, timeout=120)
         assert down.returncode == 0, down.stdout + down.stderr

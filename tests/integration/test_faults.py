@@ -42,6 +42,7 @@ from tests.support.faults import (
 )
 from tests.support.reliability import record
 from tests.support.sweeps import (
+    assert_runs_carry_table1,
     client_for,
     kill_group,
     new_sweep,
@@ -107,7 +108,7 @@ def test_trainers_killed_mid_run_resume_from_their_last_checkpoint(tmp_path, tmp
             assert len(starts) == 2 and f"starting at step {at_kill[seed]} " in starts[1], starts
         else:
             assert len(starts) == 1 and "starting at step 0 " in starts[0], starts
-    _assert_runs_carry_the_summary_best(spec, by_seed)
+    assert_runs_carry_table1(spec, [runs[0] for runs in by_seed.values()])
     resumed = ", ".join(f"s{s} from step {at_kill[s]}" for s in killed_seeds)
     record(
         "a. trainer processes killed mid-run",
@@ -118,19 +119,6 @@ def test_trainers_killed_mid_run_resume_from_their_last_checkpoint(tmp_path, tmp
         f"(not from step 0); MLflow vs the trials' events files: {totals[0]} points, "
         f"{totals[1]} missing, {totals[2]} duplicated or extra",
     )
-
-
-def _assert_runs_carry_the_summary_best(spec: Path, by_seed: dict[int, list[Any]]) -> None:
-    """Each run's best-checkpoint metrics (what the MLflow runs table shows) are Table 1's
-    numbers, for resumed trials too."""
-    summary = run_sweeper("summarize", spec, "--format", "json", "--no-log")
-    assert summary.returncode == 0, summary.stderr[-3000:]
-    table1 = {t["run_id"]: t for t in json.loads(summary.stdout)["trials"]}
-    for seed, (run,) in by_seed.items():
-        row, metrics = table1[run.info.run_id], run.data.metrics
-        assert metrics[layout.METRIC_BEST_TEST_ACC] == row["test_accuracy"], seed
-        assert metrics[layout.METRIC_BEST_VALID_ACC] == row["best_valid_accuracy"], seed
-        assert metrics[layout.METRIC_BEST_STEP] == row["best_step"], seed
 
 
 # --- b. a worker node lost mid-sweep -------------------------------------------------------

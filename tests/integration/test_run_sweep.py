@@ -19,6 +19,7 @@ from tests.support.reliability import record
 from tests.support.sweeps import (
     TRAIN,
     artifacts,
+    assert_runs_carry_table1,
     history,
     new_sweep,
     run_sweeper,
@@ -75,6 +76,7 @@ def test_a_grid_of_real_trials_is_recorded(tmp_path, tmp_path_factory):
         )
         assert artifacts(out, run_id, layout.ARTIFACT_BEST_CHECKPOINT)
 
+    assert_runs_carry_table1(spec, trials)  # fairseq's and HF's best_* metrics
     # The stored best checkpoints, reloaded by each framework, give the recorded accuracy.
     checked = run_sweeper("summarize", spec, "--evaluate", "--no-log")
     assert checked.returncode == 0, checked.stderr[-3000:]

@@ -50,15 +50,23 @@ def free_port() -> int:
 
 def _node_ports() -> list[str]:
     """Ports of one node's own listeners: dedicated so two nodes on one host (or two
-    test runs) never ask for the same one."""
+    test runs) never ask for the same one. Ray refuses a component port inside the
+    worker range, so none is picked there."""
     low = random.randrange(20000, 60000 - 400, 200)
+
+    def outside() -> str:
+        port = free_port()
+        while low <= port <= low + 199:
+            port = free_port()
+        return str(port)
+
     return [
-        "--node-manager-port", str(free_port()),
-        "--object-manager-port", str(free_port()),
-        "--dashboard-agent-listen-port", str(free_port()),
-        "--dashboard-agent-grpc-port", str(free_port()),
-        "--runtime-env-agent-port", str(free_port()),
-        "--metrics-export-port", str(free_port()),
+        "--node-manager-port", outside(),
+        "--object-manager-port", outside(),
+        "--dashboard-agent-listen-port", outside(),
+        "--dashboard-agent-grpc-port", outside(),
+        "--runtime-env-agent-port", outside(),
+        "--metrics-export-port", outside(),
         "--min-worker-port", str(low),
         "--max-worker-port", str(low + 199),
     ]  # fmt: skip

@@ -151,3 +151,19 @@ def history(out: Path, run_id: str, key: str) -> list[tuple[int, float]]:
 
 def artifacts(out: Path, run_id: str, path: str | None = None) -> list[str]:
     return sorted(a.path for a in client_for(out).list_artifacts(run_id, path))
+
+
+def assert_runs_carry_table1(spec: Path, runs: list[Any]) -> None:
+    """Each trial run's best-checkpoint metrics (what the MLflow runs table shows) are
+    Table 1's numbers (`sweeper summarize --format json`)."""
+    from sweeper import layout
+
+    summary = run_sweeper("summarize", spec, "--format", "json", "--no-log")
+    assert summary.returncode == 0, summary.stderr[-3000:]
+    table1 = {t["run_id"]: t for t in json.loads(summary.stdout)["trials"]}
+    assert {run.info.run_id for run in runs} == set(table1)
+    for run in runs:
+        row, metrics = table1[run.info.run_id], run.data.metrics
+        assert metrics[layout.METRIC_BEST_TEST_ACC] == row["test_accuracy"], run.info.run_name
+        assert metrics[layout.METRIC_BEST_VALID_ACC] == row["best_valid_accuracy"]
+        assert metrics[layout.METRIC_BEST_STEP] == row["best_step"]

@@ -36,12 +36,3 @@ def load_or_exit(path: str, overrides: list[str] | None = None) -> SweepSpec:
         for problem in exc.problems:
             print(f"error: {problem}", file=sys.stderr)
         raise SystemExit(EXIT_BAD_INPUT) from None
-
-
-def quiet_root_logger() -> None:
-    """Undo what importing fairseq does to this process: it calls
-    `logging.basicConfig(level=DEBUG)`, after which every library's debug lines (Ray,
-    matplotlib, urllib3) reach the terminal, which belongs to sweeper's own output."""
-    import logging
-
-    logging.getLogger().setLevel(logging.WARNING)

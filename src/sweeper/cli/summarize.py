@@ -48,7 +48,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sweeper.cli.common import fail, load_or_exit, quiet_root_logger
+from sweeper.cli.common import fail, load_or_exit
+from sweeper.logs import quiet_root_logger
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient

@@ -10,7 +10,6 @@ step builds a `Sweep` of its own (`sweeper.search.confirm`) and hands it to the 
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -69,6 +68,7 @@ def prepare(spec: SweepSpec) -> SweepInputs:
     """Data and pretrained checkpoint, once, before any trial and any run is created.
     Raises SweepError: exit 2 on bad data, 1 if pretraining fails."""
     from sweeper.data.errors import DataError
+    from sweeper.logs import quiet_root_logger
     from sweeper.trainers.runner import TrainerError
     from sweeper.trainers.trial import prepare_inputs
 
@@ -79,9 +79,7 @@ def prepare(spec: SweepSpec) -> SweepInputs:
     except TrainerError as exc:
         raise SweepError(f"pretraining failed: {exc}", EXIT_FAILED) from None
     finally:
-        # Binarizing imported fairseq, which sets the root logger to DEBUG: every
-        # library's debug lines would then reach the terminal the progress view owns.
-        logging.getLogger().setLevel(logging.WARNING)
+        quiet_root_logger()  # binarizing imported fairseq (sweeper.logs)
 
 
 def trial_view(trial: Trial, inputs: SweepInputs) -> TrialView:
