@@ -34,3 +34,7 @@ def test_each_split_is_a_dataset_with_the_prepare_key_as_digest(tmp_path):
         train = next(i.dataset for i in logged if i.dataset.name == "corpus/train")
         assert json.loads(train.profile) == {"sentences": 8, "tokens": 80}
         assert json.loads(train.source)["uri"] == prepared.resolve().as_uri()
+
+
+def test_a_folder_without_stats_has_no_lineage(tmp_path):
+    assert dataset_inputs(tmp_path, "corpus") == []

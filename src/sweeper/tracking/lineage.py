@@ -29,10 +29,14 @@ CONTEXT_TAG = "mlflow.data.context"
 
 
 def dataset_inputs(prepared_dir: Path, data_name: str) -> list[DatasetInput]:
-    """One input per split of the prepared folder (its `stats.json` must exist)."""
+    """One input per split of the prepared folder; none for a folder without the
+    `stats.json` that `prepare` writes (nothing to say what it holds)."""
     from mlflow.entities import Dataset, DatasetInput, InputTag
 
-    stats = json.loads((Path(prepared_dir) / STATS_FILE).read_text(encoding="utf-8"))
+    found = Path(prepared_dir) / STATS_FILE
+    if not found.is_file():
+        return []
+    stats = json.loads(found.read_text(encoding="utf-8"))
     inputs = []
     for split in SPLITS:
         counts = stats["splits"].get(split)
@@ -58,5 +62,7 @@ def sweep_lineage(spec: SweepSpec, inputs: SweepInputs) -> list[DatasetInput]:
 
 def log_lineage(client: MlflowClient, run_ids: list[str], inputs: list[DatasetInput]) -> None:
     """Attach the inputs to each run (MLflow ignores an input a run already has)."""
+    if not inputs:
+        return
     for run_id in run_ids:
         client.log_inputs(run_id, datasets=inputs)
