@@ -17,6 +17,8 @@ import math
 from collections.abc import Iterable
 from typing import Literal
 
+from sweeper import layout
+
 Mode = Literal["max", "min"]
 
 
@@ -41,3 +43,18 @@ def best_point(
         if best is None or is_better(value, best[1], mode):
             best = (step, float(value))
     return best
+
+
+def best_metrics(
+    valid_accuracy: float | None, test_accuracy: float | None, step: int, epoch: float | None
+) -> dict[str, float]:
+    """A best point as the `layout.BEST_METRIC_NAMES` metrics a trial run carries (what
+    a finished trial logs, and what the summariser adds to a run that lacks them);
+    values that are not known are left out."""
+    values = {
+        layout.METRIC_BEST_VALID_ACC: valid_accuracy,
+        layout.METRIC_BEST_TEST_ACC: test_accuracy,
+        layout.METRIC_BEST_STEP: step,
+        layout.METRIC_BEST_EPOCH: epoch,
+    }
+    return {key: float(value) for key, value in values.items() if value is not None}

@@ -41,6 +41,7 @@ from tests.support.cluster import (
 )
 from tests.support.faults import (
     FAST_NODE_DEATH,
+    by_seed,
     compare_with_events,
     finish,
     sigkill,
@@ -49,7 +50,7 @@ from tests.support.faults import (
     wait_until,
 )
 from tests.support.reliability import record
-from tests.support.sweeps import kill_group, new_sweep
+from tests.support.sweeps import kill_group, new_sweep, roles_in
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -88,17 +89,9 @@ def _listing(folder: Path) -> list[str]:
     return sorted(os.listdir(folder)) if folder.exists() else []
 
 
-def _trials(client: Any, experiment: str) -> list[Any]:
-    found = client.get_experiment_by_name(experiment)
-    if found is None:
-        return []
-    runs = client.search_runs([found.experiment_id], max_results=100)
-    return [r for r in runs if r.data.tags.get(layout.TAG_ROLE) == layout.ROLE_TRIAL]
-
-
 def _synced_on_worker(client: Any, experiment: str) -> tuple[Any, int] | None:
     """A trial run on the worker node with a checkpoint synced to its artifacts."""
-    for run in _trials(client, experiment):
+    for run in roles_in(client, experiment)[1]:
         if f"({WORKER}, " not in run.data.tags.get(layout.TAG_NODE, ""):
             continue
         manifests = [
@@ -199,12 +192,10 @@ def _check_the_record(tracking: str, out: Path, lost: Lost) -> list[int]:
     assert lost.head_cache == [], "the head's trials should read the driver's paths in place"
 
     client = MlflowClient(tracking)
-    by_seed: dict[int, list[Any]] = {}
-    for run in _trials(client, "noshare"):
-        by_seed.setdefault(int(run.data.tags[layout.TAG_SEED]), []).append(run)
-    assert sorted(by_seed) == SEEDS and all(len(r) == 1 for r in by_seed.values()), by_seed
-    assert all(r[0].info.status == "FINISHED" for r in by_seed.values())
-    final = by_seed[lost.seed][0]
+    seeds = by_seed(roles_in(client, "noshare")[1])
+    assert sorted(seeds) == SEEDS and all(len(r) == 1 for r in seeds.values()), seeds
+    assert all(r[0].info.status == "FINISHED" for r in seeds.values())
+    final = seeds[lost.seed][0]
     assert f"({HEAD}, " in final.data.tags[layout.TAG_NODE], "the retry did not run on the head"
     assert f"s{lost.seed}: failed (attempt 1), retrying" in lost.text
 
@@ -217,7 +208,7 @@ def _check_the_record(tracking: str, out: Path, lost: Lost) -> list[int]:
     assert "starting at step 0 " not in trainer_log  # the head never ran it from scratch
 
     totals = [0, 0, 0]
-    for seed, (run,) in by_seed.items():
+    for seed, (run,) in seeds.items():
         seed_folder = trial_folder(out, seed)
         assert seed_folder is not None
         counts = compare_with_events(client, run, seed_folder)

@@ -29,7 +29,7 @@ from sweeper import layout
 from tests.support.cluster import RAY, SWEEPER, _node_ports, free_port
 from tests.support.processes import clean_env
 from tests.support.reliability import record
-from tests.support.sweeps import new_sweep
+from tests.support.sweeps import new_sweep, roles_in
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -128,12 +128,7 @@ def _cluster_up(
 def _trial_runs(tracking: str, experiment: str) -> list:
     from mlflow import MlflowClient
 
-    client = MlflowClient(tracking)
-    found = client.get_experiment_by_name(experiment)
-    if found is None:
-        return []
-    runs = client.search_runs([found.experiment_id], max_results=1000)
-    return [r for r in runs if r.data.tags.get("sweeper.role") == "trial"]
+    return roles_in(MlflowClient(tracking), experiment)[1]
 
 
 def _copies(up: Up) -> list[Path]:

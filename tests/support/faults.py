@@ -147,8 +147,12 @@ def compare_with_events(client: Any, run: Any, folder: Path) -> tuple[int, int, 
 
 
 def trials_by_seed(out: Path, experiment: str) -> dict[int, list[Any]]:
-    _, trials = runs_by_role(out, experiment)
-    by_seed: dict[int, list[Any]] = {}
+    return by_seed(runs_by_role(out, experiment)[1])
+
+
+def by_seed(trials: list[Any]) -> dict[int, list[Any]]:
+    """Trial runs grouped by their seed tag (a key with two runs is a duplicate)."""
+    grouped: dict[int, list[Any]] = {}
     for run in trials:
-        by_seed.setdefault(int(run.data.tags[layout.TAG_SEED]), []).append(run)
-    return by_seed
+        grouped.setdefault(int(run.data.tags[layout.TAG_SEED]), []).append(run)
+    return grouped

@@ -135,7 +135,11 @@ def client_for(out: Path) -> Any:
 
 def runs_by_role(out: Path, experiment: str) -> tuple[list[Any], list[Any]]:
     """(parent runs, trial runs) of the experiment in the sweep's store."""
-    client = client_for(out)
+    return roles_in(client_for(out), experiment)
+
+
+def roles_in(client: Any, experiment: str) -> tuple[list[Any], list[Any]]:
+    """(parent runs, trial runs) of the experiment in any store (a server's too)."""
     found = client.get_experiment_by_name(experiment)
     if found is None:
         return [], []

@@ -35,3 +35,19 @@ def test_is_better_is_strict() -> None:
     assert is_better(1.0, None)
     assert not is_better(1.0, 1.0)
     assert is_better(0.5, 1.0, mode="min")
+
+
+def test_best_metrics_name_a_best_point_and_leave_out_what_is_unknown():
+    from sweeper import layout
+    from sweeper.selection import best_metrics
+
+    assert best_metrics(74.0, 71.5, 20, 2.0) == {
+        layout.METRIC_BEST_VALID_ACC: 74.0,
+        layout.METRIC_BEST_TEST_ACC: 71.5,
+        layout.METRIC_BEST_STEP: 20.0,
+        layout.METRIC_BEST_EPOCH: 2.0,
+    }
+    assert set(best_metrics(74.0, None, 20, None)) == {
+        layout.METRIC_BEST_VALID_ACC,
+        layout.METRIC_BEST_STEP,
+    }

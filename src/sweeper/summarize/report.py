@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sweeper import layout
+from sweeper.selection import best_metrics
 from sweeper.summarize.figures import write_figures
 from sweeper.summarize.html import REPORT_HTML, to_html
 from sweeper.summarize.records import Summary
@@ -119,12 +120,9 @@ def mark_best_checkpoints(client: MlflowClient, summary: Summary) -> int:
     now = int(time.time() * 1000)
     unmarked = set(summary.unmarked)
     for trial in (t for t in summary.trials if t.run_id in unmarked):
-        values = {
-            layout.METRIC_BEST_VALID_ACC: trial.best_valid_accuracy,
-            layout.METRIC_BEST_TEST_ACC: trial.test_accuracy,
-            layout.METRIC_BEST_STEP: float(trial.best_step),
-            layout.METRIC_BEST_EPOCH: trial.best_epoch,
-        }
-        entries = [Metric(k, v, now, trial.best_step) for k, v in values.items() if v is not None]
+        values = best_metrics(
+            trial.best_valid_accuracy, trial.test_accuracy, trial.best_step, trial.best_epoch
+        )
+        entries = [Metric(k, v, now, trial.best_step) for k, v in values.items()]
         client.log_batch(trial.run_id, metrics=entries)
     return len(unmarked)

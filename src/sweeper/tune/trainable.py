@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sweeper import layout
+from sweeper.selection import best_metrics
 from sweeper.spec import SweepSpec
 from sweeper.tracking.resume_sync import CheckpointSync
 from sweeper.tracking.staging import StagedInput
@@ -91,13 +92,9 @@ def best_points(evaluations: Sequence[MetricEvent], step: int) -> list[list[Any]
     if found is None:
         return []
     valid, test = found
-    values = (
-        (layout.METRIC_BEST_VALID_ACC, valid.accuracy),
-        (layout.METRIC_BEST_TEST_ACC, test.accuracy if test is not None else None),
-        (layout.METRIC_BEST_STEP, valid.step),
-        (layout.METRIC_BEST_EPOCH, valid.epoch),
-    )
-    return [[step, key, value] for key, value in values if value is not None]
+    test_accuracy = test.accuracy if test is not None else None
+    values = best_metrics(valid.accuracy, test_accuracy, valid.step, valid.epoch)
+    return [[step, key, value] for key, value in values.items()]
 
 
 class Reporter:
