@@ -256,7 +256,12 @@ class SearchConfig(Strict):
     """Dotted field -> distribution, e.g. `train.lr: {type: loguniform, ...}`."""
     scheduler: AshaConfig | None = None
     tuning_seeds: list[int] = Field(default_factory=lambda: [1], min_length=1)
-    """Seeds the search stage runs on; the confirm stage then uses grid.seed."""
+    """Seeds the search stage runs on; the confirm stage then uses grid.seed, which must
+    not contain them (see allow_seed_overlap)."""
+    allow_seed_overlap: bool = False
+    """Let grid.seed repeat a tuning seed. The winner was picked for its score on the
+    tuning seed, so confirming on that seed again reports a score biased upward
+    (selection bias); allowed only when said here, and the summary then flags it."""
 
     @model_validator(mode="after")
     def _known_space(self) -> SearchConfig:
@@ -297,6 +302,20 @@ class SweepSpec(Strict):
     0. Only with a remote artifact store (a tracking server, S3): with a local store
     every trial runs where its folder is. 1 (default): every validation point; N: every
     Nth (less upload traffic, more steps redone after a node loss); 0: never."""
+
+    @model_validator(mode="after")
+    def _confirm_seeds_not_tuned(self) -> SweepSpec:
+        search = self.search
+        if search is None or search.allow_seed_overlap:
+            return self
+        overlap = sorted(set(self.grid.seed) & set(search.tuning_seeds))
+        if overlap:
+            raise ValueError(
+                f"grid.seed (the confirm stage's seeds) repeats tuning seed(s) {overlap}: "
+                "their confirm scores would be biased upward by the selection. Drop them "
+                "from grid.seed, or set search.allow_seed_overlap: true"
+            )
+        return self
 
     @model_validator(mode="after")
     def _pretrained_needs_a_source(self) -> SweepSpec:

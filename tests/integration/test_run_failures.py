@@ -2,13 +2,14 @@
 
 Three trials, `retries: 1`: s1 runs clean; s2 crashes once at step 15 (after its
 step-10 checkpoint) and is retried from that checkpoint; s3 crashes every time and
-fails past its retries. The sweep goes on, exits 1, and MLflow holds exactly one run
-per key: s1 and s2 FINISHED with every metric step logged once, s3 FAILED with the
-trainer's error tail as tag and as error.txt.
+fails past its retries. The sweep goes on, exits 1 (Table 2 counts s3 as failed), and
+MLflow holds exactly one run per key: s1 and s2 FINISHED with every metric step logged
+once, s3 FAILED with the trainer's error tail as tag and as error.txt.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -41,6 +42,9 @@ def test_retry_from_checkpoint_and_failure_past_retries(tmp_path, tmp_path_facto
     assert "dummy-random-full-s3: FAILED: dummy trainer exited with code 3" in done.stdout
     assert "1 trial(s) did not finish: dummy-random-full-s3" in done.stderr
     assert "2 trials counted" in done.stdout  # the summary still comes
+    summary = json.loads(run_sweeper("summarize", spec, "--format", "json", "--no-log").stdout)
+    (group,) = summary["groups"]  # Table 2 counts the failed trial beside the counted two
+    assert (group["n"], group["outcomes"]) == (2, {"failed": 1})
 
     _, trials = runs_by_role(out, "faults")
     by_seed = {int(r.data.tags[layout.TAG_SEED]): r for r in trials}

@@ -4,7 +4,9 @@ Real Ray, real MLflow SQLite store, real Optuna storage, dummy trainer subproces
 (whose accuracy drops for learning rates above 0.01, so the search has a signal).
 Two groups (pretrained, random) × 4 samples on seed 1, one trial at a time so ASHA's
 decisions follow from the (seeded) samples; then each group's best configuration on
-seeds 1 and 2. A second test kills the driver mid-search and resumes it.
+seeds 2 and 3 (never the tuning seed). A second test kills the driver mid-search and
+resumes it; it confirms on the tuning seed with `allow_seed_overlap`, which the
+summary flags.
 """
 
 from __future__ import annotations
@@ -44,9 +46,9 @@ SEARCH = {
 
 
 def _sweep(tmp_path, tmp_path_factory, name: str, **changes):
-    """The base spec searched: 2 groups × 4 samples on seed 1, confirmed on seeds 1-2."""
+    """The base spec searched: 2 groups × 4 samples on seed 1, confirmed on seeds 2-3."""
     settings = {
-        "grid": {"seed": [1, 2], "init": ["pretrained", "random"], "framework": ["dummy"]},
+        "grid": {"seed": [2, 3], "init": ["pretrained", "random"], "framework": ["dummy"]},
         "search": SEARCH,
         "max_concurrent": 1,
         **changes,
@@ -103,7 +105,7 @@ def test_search_then_confirm(tmp_path, tmp_path_factory):
         tied = [r for r in finished if r.data.metrics[layout.METRIC_VALID_ACC] == top]
         best = min(tied, key=lambda r: r.info.start_time)  # ties: the earliest started
         chosen = [r for r in confirm if r.data.tags[layout.TAG_GROUP] == group]
-        assert sorted(int(r.data.tags[layout.TAG_SEED]) for r in chosen) == [1, 2]
+        assert sorted(int(r.data.tags[layout.TAG_SEED]) for r in chosen) == [2, 3]
         searched = best.data.tags[layout.TAG_SEARCH_PARAMS]
         for run in chosen:  # the best finished search trial's values, confirmed
             assert run.data.tags[layout.TAG_SEARCH_PARAMS] == searched
@@ -121,7 +123,12 @@ def test_search_then_confirm(tmp_path, tmp_path_factory):
         assert set(section["best_params"]) == {"train.lr", "train.warmup_ratio"}
         assert set(section["importances"]) == {"train.lr", "train.warmup_ratio"}
         assert abs(sum(section["importances"].values()) - 1.0) < 1e-6
+        curve = section["expected_best"]  # Dodge et al.'s curve over the finished trials
+        assert [n for n, _ in curve] == list(range(1, section["finished"] + 1))
+        assert curve[-1][1] == section["best_value"]  # all N trials: their best
     assert "Search stage." in done.stdout and "Best config" in done.stdout
+    assert "Search budget." in done.stdout
+    assert not any("tuning seeds" in note for note in report["notes"])
 
 
 def _wait_for(path: Path, text: str, proc: subprocess.Popen, timeout: float) -> None:
@@ -141,7 +148,7 @@ def test_killed_search_resumes_its_study(tmp_path, tmp_path_factory):
         tmp_path,
         tmp_path_factory,
         "searchresume",
-        search={**SEARCH, "scheduler": None, "num_samples": 3},
+        search={**SEARCH, "scheduler": None, "num_samples": 3, "allow_seed_overlap": True},
         grid={"seed": [1], "init": ["random"], "framework": ["dummy"]},
     )
     log = tmp_path / "first.log"
@@ -191,3 +198,4 @@ def test_killed_search_resumes_its_study(tmp_path, tmp_path_factory):
     assert {r.info.run_id for r in runs_before} <= {r.info.run_id for r in search}
     assert all(r.info.status == "FINISHED" for r in runs_after)
     assert len([r for r in runs_after if r.data.tags[layout.TAG_STAGE] == "confirm"]) == 1
+    assert "note: confirm seed(s) [1] were also tuning seeds" in resumed.stdout

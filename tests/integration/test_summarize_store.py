@@ -301,12 +301,17 @@ def test_lab_table2_is_the_correct_one_not_report_000s(store):
         assert group.note == ""
 
 
-def test_lab_comparison_is_welch(store):
+def test_lab_comparison_is_paired_on_seed(store):
     summary = summarize("lab", store["uri"], client=store["client"])
     (cmp,) = summary.comparisons  # one framework: no fairseq-vs-hf comparison
     assert (cmp.kind, cmp.within) == ("pretrained - random", "fairseq/full")
     assert cmp.diff == pytest.approx(13.0)
-    ref = scipy.stats.ttest_ind([79.9, 78.5, 80.1], [65.4, 66.7, 67.4], equal_var=False)
+    assert (cmp.test, cmp.n_pairs, cmp.decision) == (
+        "paired t",
+        3,
+        "fairseq/pretrained/full better",
+    )
+    ref = scipy.stats.ttest_rel([79.9, 78.5, 80.1], [65.4, 66.7, 67.4])  # seeds 1, 2, 3
     ci = ref.confidence_interval(0.95)
     assert cmp.p_value == pytest.approx(ref.pvalue)
     assert cmp.t == pytest.approx(ref.statistic)
@@ -358,7 +363,11 @@ def test_edge_n1_group_and_comparison_are_undefined_not_nan(store):
         pytest.approx(20.0),
     )
     assert (cmp.ci_low, cmp.ci_high, cmp.t, cmp.p_value) == (None, None, None, None)
-    assert cmp.note == "n = 1 in a group: CI and p undefined"
+    assert cmp.note == (
+        "n = 1 in a group: CI and p undefined; "
+        "hf/pretrained/full: 1 failed, 1 early-stopped, 1 unfinished not counted"
+    )
+    assert pre.outcomes == {"failed": 1, "early_stopped": 1, "unfinished": 1}
 
 
 @pytest.mark.parametrize("name", ["lab", "edge"])
@@ -446,8 +455,8 @@ def test_cli_terminal_tables(store, capsys):
     t2 = next(line for line in lines if line.startswith("fairseq/random/full") and "66.50" in line)
     assert t2.split()[:4] == ["fairseq/random/full", "3", "66.50", "1.01"]
     assert "Std (ddof=1)" in out and "95% CI (t)" in out
-    cmp = next(line for line in lines if line.startswith("pretrained - random"))
-    assert "+13.00" in cmp
+    cmp = next(line for line in lines if line.startswith("init ") and "pretrained - random" in line)
+    assert "+13.00" in cmp and "paired t" in cmp and "fairseq/pretrained/full better" in cmp
     assert "nan" not in out.lower()
 
 

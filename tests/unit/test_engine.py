@@ -287,6 +287,41 @@ def test_the_cli_prints_engine_errors_and_exits_with_their_status(
     assert "error: --max-concurrent must be at least 1" in capsys.readouterr().err
 
 
+def test_until_decided_flags_are_checked_and_reach_the_engine(monkeypatch, capsys, write_spec):
+    from sweeper.cli import run
+    from sweeper.engine import preflight, until_decided
+
+    path = write_spec(minimal_spec())  # grid.seed [1, 2, 3] by default
+    monkeypatch.setattr(preflight, "preflight", lambda spec: [])
+    seen = []
+    monkeypatch.setattr(
+        until_decided, "run_until_decided", lambda o, s, budget: seen.append(budget) or 0
+    )
+    assert run.run(_cli_args(path, "--until-decided")) == 0
+    assert run.run(_cli_args(path, "--until-decided", "--max-seeds", "5", "--seed-batch", "1")) == 0
+    assert seen == [until_decided.Budget(9, 3), until_decided.Budget(5, 1)]
+    for extra, message in (
+        (["--max-seeds", "5"], "--max-seeds and --seed-batch go with --until-decided"),
+        (["--until-decided", "--max-seeds", "2"], "--max-seeds 2 is below the grid's 3 seeds"),
+        (["--until-decided", "--seed-batch", "0"], "--seed-batch must be at least 1"),
+    ):
+        with pytest.raises(SystemExit) as refused:
+            run.run(_cli_args(path, *extra))
+        assert refused.value.code == EXIT_BAD_INPUT
+        assert f"error: {message}" in capsys.readouterr().err
+
+
+def test_until_decided_stops_for_the_first_reason_that_holds():
+    from sweeper.engine.until_decided import Budget, _next_seeds, _stop_reason
+
+    budget = Budget(max_seeds=6, batch=3)
+    assert _stop_reason(1, {"g"}, 3, budget).startswith("a trial did not finish")
+    assert _stop_reason(0, set(), 3, budget) == "every comparison is decided"
+    assert _stop_reason(0, {"g"}, 6, budget).startswith("--max-seeds 6 reached")
+    assert _stop_reason(0, {"g"}, 3, budget) is None
+    assert _next_seeds([1, 2, 5], 2) == [6, 7]
+
+
 def test_the_tracking_callback_keeps_its_state_through_tunes_api():
     pytest.importorskip("ray")
     from sweeper.tune.callback import TrackingCallback

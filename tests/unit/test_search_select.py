@@ -12,7 +12,8 @@ from sweeper import layout
 from sweeper.specio import validate_mapping
 from sweeper.summarize.records import Point, Summary
 from sweeper.summarize.search import pick_best, score, search_groups
-from sweeper.summarize.tables import to_markdown, to_plain
+from sweeper.summarize.tables import to_markdown
+from sweeper.summarize.terminal import to_plain
 from sweeper.trials import make_trial
 from tests.support.specs import minimal_spec
 

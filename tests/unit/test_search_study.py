@@ -33,6 +33,7 @@ SPACE = {
 def _spec(tmp_path):
     raw = minimal_spec()
     raw["search"] = {"space": SPACE, "num_samples": 4}
+    raw.setdefault("grid", {})["seed"] = [2, 3, 4]  # confirm seeds: not the tuning seed 1
     return validate_mapping(raw, "spec.yaml", base_dir=tmp_path)
 
 
@@ -145,7 +146,7 @@ def test_run_refuses_what_the_search_engine_cannot_run(tmp_path, search, message
     from sweeper.search.stages import check_search
 
     raw = minimal_spec()
-    raw["grid"] = {"params": {"lora.r": [8, 16]}}
+    raw["grid"] = {"seed": [3, 4], "params": {"lora.r": [8, 16]}}
     raw["search"] = {"space": {"train.lr": SPACE["train.lr"]}, **search}
     with pytest.raises(SweepError) as raised:
         check_search("spec.yaml", validate_mapping(raw, "spec.yaml", base_dir=tmp_path))

@@ -97,6 +97,14 @@ MALFORMED = [
         "search.space.train.lr",
         "low",
     ),
+    (
+        "confirm on a tuning seed",
+        lambda s: _set(
+            s, "search", {"space": {"train.lr": {"type": "uniform", "low": 0, "high": 1}}}
+        ),
+        "<top level>",
+        "repeats tuning seed(s) [1]",
+    ),
     ("lora bad bias", lambda s: _set(s, "lora.bias", "some"), "lora.bias", "none"),
     (
         "betas wrong length",
@@ -117,6 +125,15 @@ def test_malformed_spec_exits_2_naming_the_field(write_spec, capsys, what, mutat
     line = next((ln for ln in err.splitlines() if f"{path}: {field}:" in ln), None)
     assert line is not None, f"no message names {field!r}:\n{err}"
     assert words.lower() in line.lower(), line
+
+
+def test_seed_overlap_is_allowed_when_said(write_spec):
+    search = {"space": {"train.lr": {"type": "uniform", "low": 0, "high": 1}}}
+    assert main(["validate", str(write_spec(_set(minimal_spec(), "search", search)))]) == 2
+    allowed = _set(minimal_spec(), "search", {**search, "allow_seed_overlap": True})
+    assert main(["validate", str(write_spec(allowed))]) == 0
+    disjoint = _set(_set(minimal_spec(), "search", search), "grid.seed", [2, 3])
+    assert main(["validate", str(write_spec(disjoint))]) == 0
 
 
 def test_all_errors_reported_at_once(write_spec):

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import pytest
 import scipy.stats
 
+from sweeper.summarize.compare import compare
 from sweeper.summarize.records import CountedTrial
-from sweeper.summarize.stats import compare, describe, group_stats, sample_std, welch
+from sweeper.summarize.stats import describe, group_stats, sample_std, welch
 
 PRETRAINED = [79.9, 78.5, 80.1]  # report 000, Table 1, test accuracy per seed
 RANDOM = [65.4, 66.7, 67.4]
@@ -93,8 +95,13 @@ def test_welch_undefined_cases():
     w = welch([80.0], RANDOM)
     assert w.diff == pytest.approx(80.0 - 66.5)
     assert (w.ci_low, w.ci_high, w.df, w.t, w.p_value) == (None, None, None, None, None)
-    w = welch([70.0, 70.0], [60.0, 60.0])  # zero variance: no t, CI is the point
-    assert (w.diff, w.ci_low, w.ci_high, w.t, w.p_value) == (10.0, 10.0, 10.0, None, None)
+    w = welch([70.0, 70.0], [60.0, 60.0])  # zero variance: CI is the point, p = 0 as scipy's
+    assert (w.diff, w.ci_low, w.ci_high, w.t, w.p_value) == (10.0, 10.0, 10.0, None, 0.0)
+    with warnings.catch_warnings():  # scipy warns of the zero variance it divides by
+        warnings.simplefilter("ignore", RuntimeWarning)
+        assert scipy.stats.ttest_ind([70.0, 70.0], [60.0, 60.0], equal_var=False).pvalue == 0.0
+    w = welch([70.0, 70.0], [70.0, 70.0])  # and no difference: nothing defined
+    assert (w.diff, w.t, w.p_value) == (0.0, None, None)
 
 
 def test_group_stats_rows_and_flags():
@@ -134,19 +141,24 @@ def test_comparisons_pair_only_groups_differing_in_one_factor():
         trial("fairseq/random/full", 1, 65.0),
         trial("fairseq/random/full", 2, 66.0),
         trial("hf/pretrained/full", 1, 82.0),
-        trial("hf/pretrained/full", 2, 83.0),
+        trial("hf/pretrained/full", 2, 83.5),
         trial("hf/pretrained/full", 3, 84.0),
-        trial("hf/random/lora", 1, 60.0),  # no hf/random/full: pairs with nothing full
-        trial("hf/pretrained/lora[lora.r=8]", 1, 70.0),  # variant: pairs with nothing
+        trial("hf/random/lora", 1, 60.0),  # no hf/random/full and no lora partner
+        trial("hf/pretrained/lora[lora.r=8]", 1, 70.0),  # vs hf/pretrained/full (method)
     ]
     cmps = compare(group_stats(trials), trials)
-    got = [(c.kind, c.within, c.group_a, c.group_b) for c in cmps]
+    got = [(c.axis, c.kind, c.within, c.group_a, c.group_b) for c in cmps]
     assert got == [
-        ("pretrained - random", "fairseq/full", "fairseq/pretrained/full", "fairseq/random/full"),
-        ("fairseq - hf", "pretrained/full", "fairseq/pretrained/full", "hf/pretrained/full"),
-    ]
-    assert cmps[0].diff == pytest.approx(15.0) and cmps[0].note == "fewer than 3 runs in a group"
-    assert cmps[1].diff == pytest.approx(-2.5)
-    ref = scipy.stats.ttest_ind([80.0, 81.0], [82.0, 83.0, 84.0], equal_var=False)
-    assert cmps[1].p_value == pytest.approx(ref.pvalue)
+        ("init", "pretrained - random", "fairseq/full", "fairseq/pretrained/full",
+         "fairseq/random/full"),
+        ("framework", "fairseq - hf", "pretrained/full", "fairseq/pretrained/full",
+         "hf/pretrained/full"),
+        ("method", "full - lora[lora.r=8]", "hf/pretrained", "hf/pretrained/full",
+         "hf/pretrained/lora[lora.r=8]"),
+    ]  # fmt: skip
+    assert cmps[0].diff == pytest.approx(15.0) and cmps[0].note.startswith("fewer than 3 pairs")
+    assert cmps[1].paired and cmps[1].n_pairs == 2
+    assert cmps[1].diff == pytest.approx(-2.25)  # seeds 1 and 2 only: (-2 - 2.5) / 2
+    assert "paired on the 2 seeds counted in both groups" in cmps[1].note
+    assert cmps[2].p_value is None and "n = 1" in cmps[2].note
     assert all(c.p_value is None or math.isfinite(c.p_value) for c in cmps)

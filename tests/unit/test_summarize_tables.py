@@ -11,19 +11,20 @@ import sys
 
 import pytest
 
+from sweeper.summarize.compare import compare
+from sweeper.summarize.decide import decide
 from sweeper.summarize.records import CountedTrial, RunRecord, Summary
 from sweeper.summarize.report import group_metrics, metric_name, write_report
 from sweeper.summarize.select import left_out
-from sweeper.summarize.stats import compare, group_stats
+from sweeper.summarize.stats import group_stats
 from sweeper.summarize.tables import (
     build_tables,
-    print_rich,
     table_csv,
     to_csv,
     to_json,
     to_markdown,
-    to_plain,
 )
+from sweeper.summarize.terminal import print_rich, to_plain
 
 
 def trial(group: str, seed: int, test: float, step: int = 225) -> CountedTrial:
@@ -89,7 +90,7 @@ def make_summary(not_counted: int = 1) -> Summary:
         parent_run_id="p" * 32,
         trials=trials,
         groups=groups,
-        comparisons=compare(groups, trials),
+        comparisons=decide(compare(groups, trials), trials),
         not_counted=[left_out(failed_run(i), "failed | crashed") for i in range(not_counted)],
         notes=["a note"],
     )
@@ -119,26 +120,32 @@ def test_tables_show_the_records():
     ]
     assert table1.text_rows()[1][4] == "3"
     assert "Std (ddof=1)" in [c.header for c in table2.columns]
-    assert table2.text_rows()[0][:8] == [
+    assert table2.text_rows()[0][:9] == [
         "fairseq/pretrained/full",
         "3",
         "79.50",
         "0.87",
         "[77.33, 81.67]",
+        "[78.50, 80.03]",
         "78.50",
         "80.10",
         "900",
     ]
-    assert table2.text_rows()[0][8] == "1,234,567"
+    assert table2.text_rows()[0][9] == "1,234,567"
     assert table2.text_rows()[1][3:5] == ["n/a", "n/a"]  # fairseq/random: n = 1
-    assert comparisons.text_rows()[0][:8] == [
+    assert comparisons.text_rows()[0][:13] == [
+        "init",
         "pretrained - random",
         "fairseq/full",
-        "79.50",
-        "3",
-        "65.40",
-        "1",
+        "3/1",
         "+14.10",
+        "n/a",
+        "n/a",
+        "Welch t",
+        "n/a",
+        "n/a",
+        "n/a",
+        "undecided",
         "n/a",
     ]
     assert not_counted.text_rows() == [["00000000", "hf/random/full", "0", "failed | crashed"]]

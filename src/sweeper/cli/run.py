@@ -18,8 +18,15 @@ exits 2 before anything runs.
 A sweep whose trial runs already exist needs --resume: trials that finished are not
 run again, every other trial continues its own run from its last checkpoint.
 
+With --until-decided the grid runs first; then, while a comparison of the summary is
+undecided (Holm-adjusted p >= 0.05; see `sweeper summarize --help`) and fewer than
+--max-seeds seeds have run, the next --seed-batch seeds are added to the groups of the
+undecided comparisons only (new trial keys; nothing finished runs again). The report
+says why it stopped and how many trials that saved against every group at --max-seeds.
+
 examples:
   sweeper run sweeps/demo.yaml
+  sweeper run sweeps/demo.yaml --until-decided --max-seeds 9
   sweeper run sweeps/demo.yaml train.epochs=1 grid.seed=[1] --max-concurrent 1
   sweeper run sweeps/demo.yaml --resume
   sweeper run sweeps/search.yaml           # Optuna + ASHA search, then confirm
@@ -44,9 +51,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from sweeper.cli.common import EXIT_BAD_INPUT, add_spec_argument, fail, load_or_exit
 from sweeper.spec import SweepSpec
+
+if TYPE_CHECKING:
+    from sweeper.engine.until_decided import Budget
 
 
 def build_parser(parser: argparse.ArgumentParser) -> None:
@@ -64,6 +75,26 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
         metavar="URI",
         help="MLflow tracking URI (default: the spec's, $MLFLOW_TRACKING_URI, a running "
         "`sweeper cluster up`, else SQLite in output_dir)",
+    )
+    parser.add_argument(
+        "--until-decided",
+        action="store_true",
+        help="after the grid, add seeds to the groups of undecided comparisons (Holm-"
+        "adjusted p >= 0.05), a batch at a time, until every comparison is decided or "
+        "--max-seeds is reached (grid sweeps only)",
+    )
+    parser.add_argument(
+        "--max-seeds",
+        type=int,
+        metavar="N",
+        help="with --until-decided: seeds per group at most, the grid's included "
+        "(default: 3 x the grid's seeds)",
+    )
+    parser.add_argument(
+        "--seed-batch",
+        type=int,
+        metavar="K",
+        help="with --until-decided: seeds added per round (default: as many as grid.seed)",
     )
     parser.add_argument(
         "--max-concurrent",
@@ -109,6 +140,26 @@ def place(spec: SweepSpec, spec_path: str, explicit_uri: str | None) -> tuple[Sw
     return spec, resolved.uri
 
 
+def _budget(args: argparse.Namespace, spec: SweepSpec) -> Budget | None:
+    """--until-decided's limits, checked (exit 2); None without --until-decided."""
+    if not args.until_decided:
+        if args.max_seeds is not None or args.seed_batch is not None:
+            fail("--max-seeds and --seed-batch go with --until-decided")
+        return None
+    if spec.search is not None:
+        fail("--until-decided runs grid sweeps; this spec has a search block")
+    from sweeper.engine.until_decided import Budget
+
+    seeds = len(spec.grid.seed)
+    max_seeds = args.max_seeds if args.max_seeds is not None else 3 * seeds
+    batch = args.seed_batch if args.seed_batch is not None else seeds
+    if max_seeds < seeds:
+        fail(f"--max-seeds {max_seeds} is below the grid's {seeds} seeds")
+    if batch < 1:
+        fail("--seed-batch must be at least 1")
+    return Budget(max_seeds=max_seeds, batch=batch)
+
+
 def run(args: argparse.Namespace) -> int:
     """Parse, check, hand the sweep to the engine (grid) or the search stage, and turn
     a SweepError into `error: MESSAGE` and its exit status."""
@@ -132,7 +183,12 @@ def run(args: argparse.Namespace) -> int:
         tracking_uri=uri,
         max_concurrent=args.max_concurrent,
     )
+    budget = _budget(args, spec)
     try:
+        if budget is not None:
+            from sweeper.engine.until_decided import run_until_decided
+
+            return run_until_decided(options, spec, budget)
         if spec.search is not None:  # search per group, then confirm
             from sweeper.search.stages import run_search
 

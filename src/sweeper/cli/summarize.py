@@ -3,10 +3,16 @@
 Reads the trial runs of one sweep and reports:
   Table 1      per trial: best validation accuracy, its step and epoch, the test
                accuracy at that same step (ties: earliest step), wall time
-  Table 2      per group (framework/init/method): n, mean test accuracy, sample std
-               (ddof=1), 95% CI (t), min, max, mean best step, trainable params
-  comparisons  pretrained vs random within each framework, fairseq vs HF within each
-               init: difference of means, Welch 95% CI and t-test p-value
+  Table 2      per group (framework/init/method[params]): n, mean test accuracy,
+               sample std (ddof=1), 95% CI (t and bootstrap), min, max, mean best
+               step, trainable params, and the group's runs not counted (failed,
+               diverged, early-stopped, unfinished)
+  comparisons  every pair of groups that differ on one axis (framework, init, method
+               or a grid parameter): the difference, its 95% CI (t and bootstrap), a
+               paired t-test on seed-matched differences (Wilcoxon beside it; Welch
+               when seeds do not pair), Holm-adjusted p across the table, a decision
+               at --alpha ("<group> better" or "undecided") and, when undecided, the
+               seeds per group that would give power 0.8 at the observed effect
   not counted  failed, interrupted, running, early-stopped and duplicate runs,
                search-stage trials, and runs with no test accuracy at their best
                validation step, each with the reason
@@ -21,8 +27,9 @@ accuracy differs from the recorded one by more than 0.01 points is reported. Thi
 the trials' prepared data on this machine and loads torch, so it takes a while.
 
 Unless --no-log, the report (summary.md, summary.json, tables as .md/.csv, figures
-curves.png and test_accuracy.png) is logged to the sweep's parent run under report/,
-and each group's mean test accuracy as a metric `summary/<group>/test_accuracy_mean`.
+curves.png and test_accuracy.png, and search_budget.png after a search) is logged to
+the sweep's parent run under report/, and each group's mean test accuracy as a metric
+`summary/<group>/test_accuracy_mean`.
 
 examples:
   sweeper summarize sweeps/demo.yaml
@@ -98,6 +105,20 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
         ".csv, and the figures into DIR",
     )
     parser.add_argument(
+        "--alpha",
+        type=float,
+        default=0.05,
+        metavar="A",
+        help="family-wise error rate the comparisons are decided at, after Holm's "
+        "correction (default: 0.05)",
+    )
+    parser.add_argument(
+        "--aso",
+        action="store_true",
+        help="add Almost Stochastic Order (Dror et al. 2019, deepsig) to each comparison: "
+        "epsilon_min < 0.5 means A tends to score higher (about 3 s per comparison)",
+    )
+    parser.add_argument(
         "--evaluate",
         action="store_true",
         help="re-measure test accuracy from each trial's stored best checkpoint and report "
@@ -113,12 +134,17 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from sweeper.summarize import SummarizeError, summarize
     from sweeper.summarize.load import open_client
-    from sweeper.summarize.tables import print_rich, to_csv, to_json, to_markdown, to_plain
+    from sweeper.summarize.tables import to_csv, to_json, to_markdown
+    from sweeper.summarize.terminal import print_terminal
 
+    if not 0.0 < args.alpha < 1.0:
+        fail(f"--alpha must lie between 0 and 1, got {args.alpha}")
     experiment, uri, sweep = _resolve(args)
     try:
         client = open_client(uri)
-        summary = summarize(experiment, uri, sweep=sweep, client=client)
+        summary = summarize(
+            experiment, uri, sweep=sweep, client=client, alpha=args.alpha, aso=args.aso
+        )
     except SummarizeError as exc:
         fail(str(exc))
 
@@ -128,10 +154,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(to_csv(summary))
     elif args.format == "markdown":
         sys.stdout.write(to_markdown(summary))
-    elif sys.stdout.isatty():
-        print_rich(summary, sys.stdout)
     else:
-        sys.stdout.write(to_plain(summary))
+        print_terminal(summary)
     sys.stdout.flush()
     evaluations = _evaluate(client, summary, args.format) if args.evaluate else None
     status = _write_and_log(client, summary, args.out, not args.no_log, evaluations)

@@ -7,6 +7,7 @@
   session.py    the Ray session: join a cluster or start Ray here, stop what was started
   grid.py       run a planned grid on Ray Tune and record it (also the confirm stage's)
   report.py     the summary printed at the end and logged to the parent run
+  until_decided.py  --until-decided: more seeds for the groups of undecided comparisons
 
 The CLI (`cli/run.py`) parses, builds RunOptions, calls `grid.run_grid_sweep` or
 `sweeper.search.stages.run_search` (which builds on this package), prints a

@@ -38,8 +38,9 @@ def run_grid_sweep(options: RunOptions, spec: SweepSpec) -> int:
     return run_grid(sweep, inputs)
 
 
-def run_grid(sweep: Sweep, inputs: SweepInputs) -> int:
-    """Create the runs, run the trials that need running, close the record, summarise."""
+def run_grid(sweep: Sweep, inputs: SweepInputs, report: bool = True) -> int:
+    """Create the runs, run the trials that need running, close the record, summarise
+    (unless `report` is False: `--until-decided` summarises once, after its last batch)."""
     from sweeper.layout import METRIC_NAMES
     from sweeper.tracking.lineage import log_lineage, sweep_lineage
     from sweeper.tracking.outbox import Outbox, TrackingDown
@@ -76,7 +77,8 @@ def run_grid(sweep: Sweep, inputs: SweepInputs) -> int:
         except TrackingDown as exc:
             raise _tracking_down(sweep, exc) from None
     close_sweep_run(client, parent, failed=bool(unfinished))
-    summarise(sweep.spec, sweep.uri, sweep.client)
+    if report:
+        summarise(sweep.spec, sweep.uri, sweep.client)
     if unfinished:
         names = ", ".join(sorted(unfinished))
         print(

@@ -7,6 +7,7 @@ from the store, so what the run prints is what the record holds.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,12 +17,13 @@ if TYPE_CHECKING:
     from sweeper.spec import SweepSpec
 
 
-def summarise(spec: SweepSpec, uri: str, client: MlflowClient) -> None:
-    """Print the summariser's tables and log its report to the parent run."""
+def summarise(spec: SweepSpec, uri: str, client: MlflowClient, notes: Sequence[str] = ()) -> None:
+    """Print the summariser's tables and log its report to the parent run; `notes` are
+    the driver's own lines for the report (why `--until-decided` stopped)."""
     import tempfile
 
     from sweeper.summarize import SummarizeError, log_report, summarize, write_report
-    from sweeper.summarize.tables import print_rich, to_plain
+    from sweeper.summarize.terminal import print_terminal
     from sweeper.tracking import experiment_name
 
     try:
@@ -29,11 +31,8 @@ def summarise(spec: SweepSpec, uri: str, client: MlflowClient) -> None:
     except SummarizeError as exc:
         print(f"warning: no summary: {exc}", file=sys.stderr)
         return
+    summary.notes.extend(notes)
     print()
-    if sys.stdout.isatty():
-        print_rich(summary, sys.stdout)
-    else:
-        sys.stdout.write(to_plain(summary))
-    sys.stdout.flush()
+    print_terminal(summary)
     with tempfile.TemporaryDirectory(prefix="sweeper-report-") as tmp:
         log_report(client, summary, write_report(summary, Path(tmp)))

@@ -2,14 +2,19 @@
 
   load.py     MLflow -> RunRecords and metric histories (bulk where the store allows)
   select.py   which runs count; best-validation checkpoint per trial (Table 1)
-  stats.py    mean, sample std, t CIs per group (Table 2); Welch comparisons
+  stats.py    Table 2 per group (t and bootstrap CIs, uncounted runs by outcome); the
+              tests: Welch, paired t, Wilcoxon, bootstrap
+  compare.py  which groups are compared (every axis that varies), paired or not
+  decide.py   Holm across the comparisons, a decision each, seeds needed; ASO option
   search.py   the search stage per group: best configuration, Optuna importances
-  tables.py   terminal / markdown / CSV / JSON rendering of the same records
+  tables.py   the tables; markdown / CSV / JSON rendering of the same records
+  terminal.py the same tables on a terminal (rich on a TTY, plain text otherwise)
+  budget.py   expected best search score vs number of search trials (Dodge et al.)
   figures.py  validation curves per group; test accuracy per group
   report.py   report files, and logging them to the sweep's parent run
   core.py     `summarize()` wiring the steps to a store
 
-Importing this package loads neither mlflow, scipy nor matplotlib; they load inside the
+Importing this package loads neither mlflow, scipy, statsmodels nor matplotlib; they load inside the
 functions that need them.
 """
 

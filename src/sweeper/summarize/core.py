@@ -11,6 +11,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from sweeper import layout
+from sweeper.layout import Stage
+from sweeper.summarize.compare import compare
+from sweeper.summarize.decide import ALPHA, decide, with_aso
 from sweeper.summarize.load import (
     SummarizeError,
     find_experiment,
@@ -18,10 +21,10 @@ from sweeper.summarize.load import (
     load_runs,
     open_client,
 )
-from sweeper.summarize.records import NotCounted, RunRecord, Summary
+from sweeper.summarize.records import CountedTrial, GroupStats, NotCounted, RunRecord, Summary
 from sweeper.summarize.search import load_search
 from sweeper.summarize.select import HISTORY_KEYS, screen, select
-from sweeper.summarize.stats import compare, group_stats
+from sweeper.summarize.stats import TALLIED, group_stats
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -36,6 +39,8 @@ def summarize(
     sweep: str | None = None,
     client: MlflowClient | None = None,
     history_path: str = "auto",
+    alpha: float = ALPHA,
+    aso: bool = False,
 ) -> Summary:
     """Summarise the trial runs of `experiment` in the store at `tracking_uri`.
 
@@ -43,7 +48,9 @@ def summarize(
     it is required when the experiment holds trials of several sweeps. `client` reuses
     an open MlflowClient; `history_path` forces one way of reading metric histories
     (`sqlite`, `bulk`, `per_run`; see `sweeper.summarize.load`), tests compare them.
-    Raises SummarizeError for input the user must fix.
+    `alpha` is the family-wise level the comparisons are decided at; `aso` adds Almost
+    Stochastic Order (slow; `sweeper.summarize.decide`). Raises SummarizeError for
+    input the user must fix.
     """
     if client is None:
         client = open_client(tracking_uri)
@@ -68,7 +75,12 @@ def summarize(
     histories = load_histories(client, [r.run_id for r in candidates], HISTORY_KEYS, history_path)
     trials, unusable = select(candidates, histories)
     not_counted = sorted([*not_counted, *unusable], key=_listing_order)
-    groups = group_stats(trials)
+    groups = group_stats(trials, not_counted)
+    notes.extend(_empty_groups(groups, not_counted))
+    notes.extend(_tuned_seeds(runs, trials))
+    comparisons = decide(compare(groups, trials), trials, alpha)
+    if aso:
+        comparisons = with_aso(comparisons, trials)
     counted = {t.run_id for t in trials}
     parent = _pick_parent(parents, [r for r in candidates if r.run_id in counted])
     if parent is None:
@@ -83,7 +95,7 @@ def summarize(
         parent_run_id=parent.run_id if parent else None,
         trials=trials,
         groups=groups,
-        comparisons=compare(groups, trials),
+        comparisons=comparisons,
         not_counted=not_counted,
         notes=notes,
         search=load_search(client, runs, parent.run_id if parent else None, sweep),
@@ -102,6 +114,33 @@ def summarize_spec(spec: SweepSpec, tracking_uri: str | None = None, **kwargs) -
 
     uri = tracking_uri or spec_uri(spec)
     return summarize(experiment_name(spec), uri, sweep=spec.name, **kwargs)
+
+
+def _empty_groups(groups: Sequence[GroupStats], not_counted: Sequence[NotCounted]) -> list[str]:
+    """A group none of whose trials counted has no Table 2 row: say so, with why."""
+    shown = {g.group for g in groups}
+    lost: dict[str, Counter[str]] = {}
+    for item in not_counted:
+        if item.group not in shown and item.outcome in TALLIED:
+            lost.setdefault(item.group, Counter())[item.outcome.replace("_", "-")] += 1
+    return [
+        f"group {group}: no trial counted ({', '.join(f'{n} {k}' for k, n in sorted(c.items()))})"
+        for group, c in sorted(lost.items())
+    ]
+
+
+def _tuned_seeds(runs: Sequence[RunRecord], trials: Sequence[CountedTrial]) -> list[str]:
+    """Counted confirm trials on a seed their group's search tuned on (a spec that set
+    search.allow_seed_overlap): their scores are biased upward; say which."""
+    tuned = {(r.group, r.seed) for r in runs if r.stage == Stage.SEARCH}
+    biased = sorted({t.seed for t in trials if (t.group, t.seed) in tuned and t.seed is not None})
+    if not biased:
+        return []
+    return [
+        f"confirm seed(s) {biased} were also tuning seeds (search.allow_seed_overlap): "
+        "the configuration was picked on them, so their test accuracy is biased upward "
+        "(selection bias)"
+    ]
 
 
 def _listing_order(item: NotCounted) -> tuple:

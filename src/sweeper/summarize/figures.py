@@ -1,11 +1,13 @@
-"""The report's figures: validation curves per group, and test accuracy per group.
+"""The report's figures: validation curves and test accuracy per group; search budget.
 
 `curves.png` is the lab's Figures 1-3 made systematic: validation accuracy against the
 update step, one line per seed, one panel per group, panels sharing both axes so
 pretrained and random (or fairseq and HF) read against the same scale; a dot marks
 each trial's selected (best-validation) checkpoint. `test_accuracy.png` shows every
 trial's test accuracy as a point per group, with the group mean and its 95% CI, so a
-reader sees the spread that Table 2's mean ± std summarises.
+reader sees the spread that Table 2's mean ± std summarises. `search_budget.png`
+(search sweeps) plots each group's expected best validation score against the number
+of search trials (`sweeper.summarize.budget`).
 
 matplotlib's object API with the Agg canvas (no pyplot): no global backend switch,
 no display needed, safe to call from any process.
@@ -20,17 +22,23 @@ from sweeper.summarize.records import CountedTrial, Summary
 
 CURVES_FILE = "curves.png"
 TEST_FILE = "test_accuracy.png"
+BUDGET_FILE = "search_budget.png"
 DPI = 120
 LEGEND_MAX_SEEDS = 10
 """Above this many seeds the lines share one colour and the legend is left out."""
 
 
 def write_figures(summary: Summary, out_dir: Path) -> list[Path]:
-    """Write both figures into `out_dir`; none when no trial was counted."""
-    if not summary.trials:
-        return []
+    """Write the figures into `out_dir`: curves and test accuracy when a trial counted,
+    the search budget curve when a search stage finished trials."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    return [curves(summary, out_dir / CURVES_FILE), test_accuracy(summary, out_dir / TEST_FILE)]
+    written = []
+    if summary.trials:
+        written += [curves(summary, out_dir / CURVES_FILE)]
+        written += [test_accuracy(summary, out_dir / TEST_FILE)]
+    if any(g.expected_best for g in summary.search):
+        written.append(search_budget(summary, out_dir / BUDGET_FILE))
+    return written
 
 
 def _figure(width: float, height: float):  # -> matplotlib.figure.Figure
@@ -153,6 +161,23 @@ def test_accuracy(summary: Summary, path: Path) -> Path:
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8)
     ax.set_title(f"{summary.sweep or summary.experiment}: test accuracy per group", fontsize=11)
+    figure.savefig(path)
+    return path
+
+
+def search_budget(summary: Summary, path: Path) -> Path:
+    """Expected best search metric against the number of search trials, one line per group."""
+    figure = _figure(5.6, 3.8)
+    ax = figure.subplots()
+    for i, group in enumerate(g for g in summary.search if g.expected_best):
+        budgets, values = zip(*group.expected_best, strict=True)
+        ax.plot(budgets, values, marker="o", color=f"C{i % 10}", label=group.group)
+    ax.set_xlabel("search trials (n)")
+    ax.set_ylabel(f"expected best {summary.search[0].metric}")
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(f"{summary.sweep or summary.experiment}: expected best vs budget", fontsize=11)
     figure.savefig(path)
     return path
 

@@ -93,6 +93,9 @@ class CountedTrial:
     trainable_params: int | None
     valid_curve: tuple[tuple[int, float], ...] = field(default=(), repr=False)
     """Validation accuracy per step (for the figures; not written to the tables)."""
+    diverged: bool = False
+    """Its last train loss is NaN or infinite. Still counted (its best checkpoint came
+    before), and its group's Table 2 note says so."""
 
     def to_dict(self) -> dict[str, Any]:
         return _shallow(self, skip="valid_curve")
@@ -108,6 +111,10 @@ class NotCounted:
     group: str
     seed: int | None
     reason: str
+    outcome: str = "other"
+    """What kept it out, as Table 2 counts it: `failed`, `diverged` (failed on a NaN or
+    infinite value), `early_stopped`, `unfinished` (interrupted or still running),
+    `search` (a search-stage trial) or `other` (a duplicate, missing tags or metrics)."""
 
     def to_dict(self) -> dict[str, Any]:
         return _shallow(self)
@@ -138,20 +145,34 @@ class GroupStats:
     trainable_params: tuple[int, ...]
     """Distinct trainable-parameter counts tagged on the group's runs (usually one)."""
     note: str
+    boot_low: float | None = None
+    boot_high: float | None = None
+    """95% bootstrap CI of the mean (BCa, `scipy.stats.bootstrap`); None when n < 2."""
+    outcomes: dict[str, int] = field(default_factory=dict)
+    """Runs of the group by outcome beside the counted ones: failed, diverged,
+    early_stopped, unfinished (Table 2's "Not counted" column; zero counts omitted)."""
 
     def to_dict(self) -> dict[str, Any]:
         data = _shallow(self)
         data["seeds"] = list(self.seeds)
         data["trainable_params"] = list(self.trainable_params)
+        data["outcomes"] = dict(self.outcomes)
         return data
 
 
 @dataclass(frozen=True)
 class Comparison:
-    """Difference of mean test accuracy between two groups (a - b), Welch's t-test."""
+    """Mean test accuracy of group a minus group b: one comparison of a summary's family.
 
+    The groups differ on exactly one axis (`axis`) and agree on every other one
+    (`within`). `sweeper.summarize.compare` builds it; `sweeper.summarize.decide` fills
+    the family-wide fields (Holm-adjusted p, decision, seeds needed).
+    """
+
+    axis: str
+    """What differs: `framework`, `init`, `method` or a grid parameter (`lora.r`)."""
     kind: str
-    """`pretrained - random` or `fairseq - hf`."""
+    """`A - B` by the axis' values, e.g. `pretrained - random`, `lora.r=8 - lora.r=16`."""
     within: str
     """What the two groups share, e.g. `fairseq/full`."""
     group_a: str
@@ -161,12 +182,38 @@ class Comparison:
     mean_a: float
     mean_b: float
     diff: float
+    """The difference tested, in percentage points: the mean of the seed-matched
+    differences when paired, else mean_a - mean_b (the same when every seed pairs)."""
+    paired: bool
+    """Tested on seed-matched differences (paired t); False: Welch's unpaired t."""
+    n_pairs: int
+    """Seeds counted in both groups."""
+    test: str
+    """The test behind ci_*, t, df and p_value: `paired t` or `Welch t`."""
     ci_low: float | None
     ci_high: float | None
     df: float | None
     t: float | None
     p_value: float | None
+    """Two-sided p of `test`, uncorrected."""
+    boot_low: float | None
+    boot_high: float | None
+    """95% bootstrap CI of the same difference (BCa; resampling pairs when paired)."""
+    p_wilcoxon: float | None
+    """Wilcoxon signed-rank on the seed-matched differences (paired only). With 5 pairs
+    or fewer its exact p can never fall below 0.05: reported, never decisive."""
     note: str
+    p_holm: float | None = None
+    """p_value after Holm's correction across the summary's comparisons."""
+    decision: str = "undecided"
+    """`A better`, `B better` (named by group) or `undecided`, at `alpha` after Holm."""
+    alpha: float = 0.05
+    seeds_needed: int | None = None
+    """For an undecided comparison: seeds per group for power 0.8 at the observed
+    effect and spread (see `sweeper.summarize.decide`); None when not estimable."""
+    aso: float | None = None
+    """Almost Stochastic Order's epsilon_min (A over B; < 0.5: A dominates), with
+    `sweeper summarize --aso` only."""
 
     def to_dict(self) -> dict[str, Any]:
         return _shallow(self)
@@ -194,11 +241,15 @@ class SearchGroup:
     importances: dict[str, float]
     """Optuna parameter importances (sum to 1); empty when undefined (see note)."""
     note: str
+    expected_best: tuple[tuple[int, float], ...] = ()
+    """(n, expected best metric over n search trials) for n = 1..finished trials, the
+    unbiased estimator of `sweeper.summarize.budget` (Dodge et al. 2019's curve)."""
 
     def to_dict(self) -> dict[str, Any]:
         data = _shallow(self)
         data["best_params"] = dict(self.best_params)
         data["importances"] = dict(self.importances)
+        data["expected_best"] = [list(point) for point in self.expected_best]
         return data
 
 
@@ -233,7 +284,9 @@ class Summary:
             "parent_run_id": self.parent_run_id,
             "accuracy_unit": "percent",
             "std": "sample standard deviation (ddof=1)",
-            "ci": "95% confidence interval, Student's t (groups) / Welch (comparisons)",
+            "ci": "95% confidence interval: Student's t (groups), paired t or Welch "
+            "(comparisons, see each one's `test`); boot_*: BCa bootstrap",
+            "correction": "Holm across the summary's comparisons (p_holm)",
             "trials": [t.to_dict() for t in self.trials],
             "groups": [g.to_dict() for g in self.groups],
             "comparisons": [c.to_dict() for c in self.comparisons],

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from sweeper import layout
 from sweeper.layout import RunState, Stage, Status
 from sweeper.selection import Mode, best_point, is_better
+from sweeper.summarize.budget import expected_best_curve
 from sweeper.summarize.load import History, load_histories
 from sweeper.summarize.records import Point, RunRecord, SearchGroup
 from sweeper.summarize.select import by_step
@@ -107,6 +108,9 @@ def search_groups(
                 best_params=best.params if best else {},
                 importances=found,
                 note=note if best else "; ".join(filter(None, ["no finished trial", note])),
+                expected_best=expected_best_curve(
+                    [s.value for s in scored if s.finished and s.value is not None], mode
+                ),
             )
         )
     return out

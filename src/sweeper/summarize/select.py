@@ -23,6 +23,7 @@ Nothing is dropped silently: every trial run left out becomes a NotCounted with 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 
 from sweeper import layout
@@ -117,6 +118,7 @@ def best_checkpoint(
         wall_time=run.wall_time,
         trainable_params=run.trainable_params,
         valid_curve=tuple(sorted(valid.items())),
+        diverged=non_finite_loss(run),
     )
 
 
@@ -158,7 +160,30 @@ def left_out(run: RunRecord, reason: str) -> NotCounted:
         group=run.group,
         seed=run.seed,
         reason=reason,
+        outcome=outcome(run),
     )
+
+
+_NON_FINITE = re.compile(r"FloatingPointError|\bnan\b|\binf\b|non-finite|diverg", re.IGNORECASE)
+
+
+def outcome(run: RunRecord) -> str:
+    """How Table 2 counts a run left out: a failure on a NaN/Inf (fairseq raises
+    FloatingPointError on non-finite gradients) is `diverged`, not just `failed`."""
+    if run.stage == Stage.SEARCH:
+        return "search"
+    if run.status == Status.EARLY_STOPPED:
+        return "early_stopped"
+    if run.mlflow_status == RunState.FAILED or run.status == Status.FAILED:
+        return "diverged" if _NON_FINITE.search(run.error or "") else "failed"
+    if run.mlflow_status != RunState.FINISHED or run.status == Status.RUNNING:
+        return "unfinished"
+    return "other"
+
+
+def non_finite_loss(run: RunRecord) -> bool:
+    loss = run.latest.get(layout.METRIC_TRAIN_LOSS)
+    return loss is not None and not math.isfinite(loss)
 
 
 def _started(run: RunRecord) -> tuple[int, str]:

@@ -1,4 +1,4 @@
-"""Statistics of Table 2 and of the group comparisons.
+"""The statistics of Table 2 and the tests the comparisons use.
 
 Spelled out rather than delegated to one library call, because the lab's own Table 2
 went wrong exactly here (report 000 printed 79.93 ± 0.135 for values whose mean is 79.5
@@ -6,9 +6,14 @@ and whose sample standard deviation is 0.87): every number says what it is.
 
 * std: sample standard deviation, ddof = 1 (seeds are a sample of possible seeds).
 * 95% CI of a group mean: mean ± t(0.975, n - 1) · std / √n.
-* Comparison of two groups: difference of means with Welch's 95% CI (unequal variances,
+* Two groups, unpaired: difference of means with Welch's 95% CI (unequal variances,
   Welch-Satterthwaite degrees of freedom) and the two-sided Welch t-test p-value; this
   is what `scipy.stats.ttest_ind(a, b, equal_var=False)` computes (tests check it).
+* Two groups, paired on seed: the mean of the seed-matched differences, its t CI with
+  n_pairs - 1 degrees of freedom and the paired t-test (`scipy.stats.ttest_rel`); the
+  Wilcoxon signed-rank test is `scipy.stats.wilcoxon`'s on the same differences.
+* Bootstrap CIs: `scipy.stats.bootstrap`, BCa, 9,999 resamples from a fixed generator,
+  so a summary printed twice prints the same interval.
 * With n = 1 a spread is undefined: those fields are None (shown "n/a"), never NaN.
 """
 
@@ -18,14 +23,14 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sweeper.summarize.records import Comparison, CountedTrial, GroupStats
+from sweeper.summarize.records import CountedTrial, GroupStats, NotCounted
 
 CONFIDENCE = 0.95
 FEW_RUNS = 3
 """Groups with fewer runs than this are flagged: their CI is too wide to lean on."""
 
-INIT_PAIR = ("pretrained", "random")
-FRAMEWORK_PAIR = ("fairseq", "hf")
+BOOTSTRAP_RESAMPLES = 9999
+BOOTSTRAP_SEED = 0
 
 
 @dataclass(frozen=True)
@@ -40,7 +45,9 @@ class Described:
 
 
 @dataclass(frozen=True)
-class Welch:
+class TTest:
+    """A difference (a - b, or the mean paired difference), its t CI and two-sided p."""
+
     diff: float
     ci_low: float | None
     ci_high: float | None
@@ -88,37 +95,108 @@ def describe(values: Sequence[float], confidence: float = CONFIDENCE) -> Describ
     return Described(n, m, s, low, high, min(values), max(values))
 
 
-def welch(a: Sequence[float], b: Sequence[float], confidence: float = CONFIDENCE) -> Welch:
+def welch(a: Sequence[float], b: Sequence[float], confidence: float = CONFIDENCE) -> TTest:
     """Difference of means a - b, its Welch CI, and Welch's two-sided t-test.
 
     Needs n >= 2 on both sides for a CI and p-value (else they are None). When both
-    groups have zero variance the t statistic is undefined: CI collapses to the
-    difference itself and t, p are None.
+    groups have zero variance the CI collapses to the difference; see `_no_spread`.
     """
     diff = mean(a) - mean(b)
     sa, sb = sample_std(a), sample_std(b)
     if sa is None or sb is None:
-        return Welch(diff, None, None, None, None, None)
+        return TTest(diff, None, None, None, None, None)
     va, vb = sa**2 / len(a), sb**2 / len(b)
     se = math.sqrt(va + vb)
     if se == 0.0:
-        return Welch(diff, diff, diff, None, None, None)
+        return _no_spread(diff)
     df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
     t = diff / se
     p = t_two_sided_p(t, df)
     half = t_quantile(0.5 + confidence / 2, df) * se
-    return Welch(diff, diff - half, diff + half, df, t, p)
+    return TTest(diff, diff - half, diff + half, df, t, p)
 
 
-def group_stats(trials: Sequence[CountedTrial]) -> list[GroupStats]:
-    """Table 2: one row per group of counted trials, in table order."""
+def paired_t(differences: Sequence[float], confidence: float = CONFIDENCE) -> TTest:
+    """The paired t-test on seed-matched differences a_i - b_i (n >= 2 for CI and p;
+    all differences equal: see `_no_spread`)."""
+    diff = mean(differences)
+    sd = sample_std(differences)
+    if sd is None:
+        return TTest(diff, None, None, None, None, None)
+    n = len(differences)
+    se = sd / math.sqrt(n)
+    if se == 0.0:
+        return _no_spread(diff)
+    t = diff / se
+    half = t_quantile(0.5 + confidence / 2, n - 1) * se
+    return TTest(diff, diff - half, diff + half, float(n - 1), t, t_two_sided_p(t, n - 1))
+
+
+def _no_spread(diff: float) -> TTest:
+    """No spread at all: the CI is the point. A non-zero difference then has p = 0 (t is
+    infinite; scipy's `ttest_rel`/`ttest_ind` give the same limit), kept as t = None
+    since JSON has no infinity; no difference at all leaves t and p undefined."""
+    return TTest(diff, diff, diff, None, None, 0.0 if diff != 0.0 else None)
+
+
+def wilcoxon_p(differences: Sequence[float]) -> float | None:
+    """Two-sided Wilcoxon signed-rank p (exact for small n without ties, scipy's
+    default); None with fewer than two differences or when every difference is 0."""
+    if len(differences) < 2 or not any(differences):
+        return None
+    from scipy.stats import wilcoxon
+
+    return float(wilcoxon(differences).pvalue)
+
+
+def bootstrap_ci(
+    samples: Sequence[Sequence[float]], confidence: float = CONFIDENCE
+) -> tuple[float | None, float | None]:
+    """BCa bootstrap CI of the mean of one sample (a group, or seed-matched differences,
+    which resamples pairs together), or of mean(a) - mean(b) for two independent ones.
+    None with fewer than two values; samples without spread give the point interval."""
+    import warnings
+
+    import numpy as np
+
+    if any(len(s) < 2 for s in samples):
+        return None, None
+    if all(max(s) == min(s) for s in samples):
+        point = mean(samples[0]) - (mean(samples[1]) if len(samples) > 1 else 0.0)
+        return point, point
+    from scipy.stats import bootstrap
+
+    def statistic(*arrays, axis=-1):
+        value = np.mean(arrays[0], axis=axis)
+        return value - np.mean(arrays[1], axis=axis) if len(arrays) > 1 else value
+
+    with warnings.catch_warnings():  # a degenerate BCa is reported as None, not a warning
+        warnings.simplefilter("ignore")
+        result = bootstrap(
+            tuple(np.asarray(s, dtype=float) for s in samples),
+            statistic,
+            n_resamples=BOOTSTRAP_RESAMPLES,
+            confidence_level=confidence,
+            rng=np.random.default_rng(BOOTSTRAP_SEED),
+        )
+    low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
+    return (low, high) if math.isfinite(low) and math.isfinite(high) else (None, None)
+
+
+def group_stats(
+    trials: Sequence[CountedTrial], not_counted: Sequence[NotCounted] = ()
+) -> list[GroupStats]:
+    """Table 2: one row per group of counted trials, in table order, with the group's
+    runs that were not counted tallied by outcome (nothing silently dropped)."""
     members: dict[str, list[CountedTrial]] = {}
     for trial in trials:
         members.setdefault(trial.group, []).append(trial)
     rows = []
     for group, runs in members.items():
-        d = describe([r.test_accuracy for r in runs])
+        values = [r.test_accuracy for r in runs]
+        d = describe(values)
         first = runs[0]
+        boot_low, boot_high = bootstrap_ci([values])
         rows.append(
             GroupStats(
                 group=group,
@@ -138,76 +216,43 @@ def group_stats(trials: Sequence[CountedTrial]) -> list[GroupStats]:
                 trainable_params=tuple(
                     sorted({r.trainable_params for r in runs if r.trainable_params is not None})
                 ),
-                note=_few_runs_note(d.n),
+                note=_group_note(d.n, sum(r.diverged for r in runs)),
+                boot_low=boot_low,
+                boot_high=boot_high,
+                outcomes=outcome_counts(not_counted, group),
             )
         )
     rows.sort(key=lambda g: (g.framework, g.init, g.method, g.variant, g.group))
     return rows
 
 
-def compare(groups: Sequence[GroupStats], trials: Sequence[CountedTrial]) -> list[Comparison]:
-    """Pretrained vs random within each framework, then fairseq vs HF within each init.
-
-    Only groups that agree on everything else (method and any varied hyperparameters)
-    are compared, so each difference isolates one factor.
-    """
-    values: dict[str, list[float]] = {}
+def by_seed(trials: Sequence[CountedTrial]) -> dict[str, dict[int | None, float]]:
+    """group -> seed -> test accuracy: what pairing on seed matches."""
+    values: dict[str, dict[int | None, float]] = {}
     for trial in trials:
-        values.setdefault(trial.group, []).append(trial.test_accuracy)
-    index = {(g.framework, g.init, g.method, g.variant): g for g in groups}
-    out = []
-    for g in groups:
-        if g.init == INIT_PAIR[0]:
-            other = index.get((g.framework, INIT_PAIR[1], g.method, g.variant))
-            if other is not None:
-                within = _within(g.framework, g.method, g.variant)
-                out.append(_compare(" - ".join(INIT_PAIR), within, g, other, values))
-    for g in groups:
-        if g.framework == FRAMEWORK_PAIR[0]:
-            other = index.get((FRAMEWORK_PAIR[1], g.init, g.method, g.variant))
-            if other is not None:
-                within = _within(g.init, g.method, g.variant)
-                out.append(_compare(" - ".join(FRAMEWORK_PAIR), within, g, other, values))
-    return out
+        values.setdefault(trial.group, {})[trial.seed] = trial.test_accuracy
+    return values
 
 
-def _compare(
-    kind: str, within: str, a: GroupStats, b: GroupStats, values: dict[str, list[float]]
-) -> Comparison:
-    w = welch(values[a.group], values[b.group])
+TALLIED = ("failed", "diverged", "early_stopped", "unfinished")
+"""Outcomes of a group's uncounted runs that Table 2 tallies (search-stage runs,
+duplicates and runs without tags are listed under "Not counted" only)."""
+
+
+def outcome_counts(not_counted: Sequence[NotCounted], group: str) -> dict[str, int]:
+    counts = {kind: 0 for kind in TALLIED}
+    for item in not_counted:
+        if item.group == group and item.outcome in counts:
+            counts[item.outcome] += 1
+    return {kind: n for kind, n in counts.items() if n}
+
+
+def _group_note(n: int, diverged: int) -> str:
     notes = []
-    if min(a.n, b.n) < 2:
-        notes.append("n = 1 in a group: CI and p undefined")
-    elif min(a.n, b.n) < FEW_RUNS:
-        notes.append(f"fewer than {FEW_RUNS} runs in a group")
-    elif w.t is None:
-        notes.append("both groups have zero variance: t undefined")
-    return Comparison(
-        kind=kind,
-        within=within,
-        group_a=a.group,
-        group_b=b.group,
-        n_a=a.n,
-        n_b=b.n,
-        mean_a=a.mean,
-        mean_b=b.mean,
-        diff=w.diff,
-        ci_low=w.ci_low,
-        ci_high=w.ci_high,
-        df=w.df,
-        t=w.t,
-        p_value=w.p_value,
-        note="; ".join(notes),
-    )
-
-
-def _within(first: str, method: str, variant: str) -> str:
-    return f"{first}/{method}" + (f"[{variant}]" if variant else "")
-
-
-def _few_runs_note(n: int) -> str:
     if n == 1:
-        return "n = 1: std and CI undefined"
-    if n < FEW_RUNS:
-        return f"fewer than {FEW_RUNS} runs"
-    return ""
+        notes.append("n = 1: std and CI undefined")
+    elif n < FEW_RUNS:
+        notes.append(f"fewer than {FEW_RUNS} runs")
+    if diverged:
+        notes.append(f"{diverged} counted run(s) ended with a non-finite train loss")
+    return "; ".join(notes)

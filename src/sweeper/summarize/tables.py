@@ -1,7 +1,7 @@
 """Table 1, Table 2, comparisons and the not-counted list, in every output format.
 
 Each table is built once from the Summary's records (`build_tables`) and rendered by
-format: terminal (rich on a TTY, aligned plain text otherwise), markdown, CSV and JSON.
+format: markdown, CSV and JSON here, the terminal in `sweeper.summarize.terminal`.
 Displayed numbers are rounded and an undefined value reads "n/a"; CSV and JSON carry
 the full-precision values of the same records (null/empty where undefined), so a
 spreadsheet never re-derives anything from rounded text. NaN is never written.
@@ -14,14 +14,13 @@ import io
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import Any
 
+from sweeper.summarize.budget import budget_rows
 from sweeper.summarize.records import Summary
 from sweeper.tracking.links import experiment_url
 
 NA = "n/a"
-TERMINAL_NOT_COUNTED_ROWS = 20
-"""The terminal lists this many not-counted runs; files and JSON list them all."""
 
 
 @dataclass(frozen=True)
@@ -98,35 +97,52 @@ def build_tables(summary: Summary) -> list[Table]:
     table2 = Table(
         "table2",
         "Table 2. Test accuracy per group, at each trial's best-validation checkpoint "
-        "(%; std: sample standard deviation, ddof=1; 95% CI of the mean: t distribution)",
+        "(%; std: sample standard deviation, ddof=1; 95% CI of the mean: t distribution "
+        "and BCa bootstrap; not counted: the group's failed, diverged, early-stopped "
+        "and unfinished runs)",
         (
             Column("Group", _field("group"), numeric=False),
             Column("n", _field("n")),
             Column("Mean", _field("mean", _acc)),
             Column("Std (ddof=1)", _field("std", _acc)),
             Column("95% CI (t)", _ci("ci_low", "ci_high")),
+            Column("95% CI (bootstrap)", _ci("boot_low", "boot_high")),
             Column("Min", _field("min", _acc)),
             Column("Max", _field("max", _acc)),
             Column("Mean best step", _field("mean_best_step", lambda v: f"{v:.0f}")),
             Column("Trainable params", _field("trainable_params", _params)),
+            Column("Not counted", _outcomes, numeric=False),
             Column("Note", _field("note"), numeric=False),
         ),
         tuple(g.to_dict() for g in summary.groups),
     )
+    alpha = summary.comparisons[0].alpha if summary.comparisons else 0.05
     comparisons = Table(
         "comparisons",
-        "Comparisons. Difference of mean test accuracy A - B (percentage points), "
-        "95% CI (Welch) and Welch's two-sided t-test",
+        "Comparisons. Difference of mean test accuracy A - B (percentage points) between "
+        "groups that differ on one axis; paired t on seed-matched differences where "
+        "seeds pair (Wilcoxon signed-rank beside it), Welch otherwise; 95% CIs of the "
+        f"test and BCa bootstrap; Holm's correction across the table; decided at "
+        f"alpha = {alpha:g}; seeds needed: per group, for power 0.8 at the observed effect",
         (
+            Column("Axis", _field("axis"), numeric=False),
             Column("A - B", _field("kind"), numeric=False),
             Column("Within", _field("within"), numeric=False),
-            Column("Mean A", _field("mean_a", _acc)),
-            Column("n A", _field("n_a")),
-            Column("Mean B", _field("mean_b", _acc)),
-            Column("n B", _field("n_b")),
+            Column("n A/B", lambda r: f"{r['n_a']}/{r['n_b']}"),
             Column("Difference", _field("diff", lambda v: f"{v:+.2f}")),
-            Column("95% CI (Welch)", _ci("ci_low", "ci_high")),
-            Column("p (Welch t)", _field("p_value", _p)),
+            Column("95% CI", _ci("ci_low", "ci_high")),
+            Column("95% CI (bootstrap)", _ci("boot_low", "boot_high")),
+            Column("Test", _field("test"), numeric=False),
+            Column("p", _field("p_value", _p)),
+            Column("p (Wilcoxon)", _field("p_wilcoxon", _p)),
+            Column("p (Holm)", _field("p_holm", _p)),
+            Column("Decision", _field("decision"), numeric=False),
+            Column("Seeds needed", _field("seeds_needed")),
+            *(
+                [Column("ASO eps_min", _field("aso", lambda v: f"{v:.2f}"))]
+                if _has_aso(summary)
+                else []
+            ),
             Column("Note", _field("note"), numeric=False),
         ),
         tuple(c.to_dict() for c in summary.comparisons),
@@ -143,7 +159,16 @@ def build_tables(summary: Summary) -> list[Table]:
         tuple(n.to_dict() for n in summary.not_counted),
     )
     tables = [table1, table2, comparisons, not_counted]
-    return [search_table(summary), *tables] if summary.search else tables
+    return [search_table(summary), budget_table(summary), *tables] if summary.search else tables
+
+
+def _outcomes(row: dict[str, Any]) -> str:
+    counts = row.get("outcomes") or {}
+    return ", ".join(f"{n} {kind.replace('_', '-')}" for kind, n in counts.items())
+
+
+def _has_aso(summary: Summary) -> bool:
+    return any(c.aso is not None for c in summary.comparisons)
 
 
 def _values(key: str, fmt: Callable[[Any], str]) -> Callable[[dict[str, Any]], str]:
@@ -179,6 +204,22 @@ def search_table(summary: Summary) -> Table:
             Column("Note", _field("note"), numeric=False),
         ),
         tuple(g.to_dict() for g in summary.search),
+    )
+
+
+def budget_table(summary: Summary) -> Table:
+    """Expected best search metric against the number of search trials, per group."""
+    metric = summary.search[0].metric
+    return Table(
+        "search_budget",
+        f"Search budget. Expected best {metric} over n search trials, per group (Dodge et "
+        "al. 2019's curve, unbiased estimator without replacement; finished trials only)",
+        (
+            Column("Group", _field("group"), numeric=False),
+            Column("n trials", _field("trials")),
+            Column("Expected best", _field("expected_best", _acc)),
+        ),
+        tuple(budget_rows(summary)),
     )
 
 
@@ -263,66 +304,3 @@ def _csv_cell(value: Any) -> Any:
 
 def _csv_key(header: str) -> str:
     return "".join(ch if ch.isalnum() else "_" for ch in header.lower()).strip("_")
-
-
-# --- terminal ----------------------------------------------------------------------------
-
-
-def to_plain(summary: Summary, limit: int = TERMINAL_NOT_COUNTED_ROWS) -> str:
-    """Aligned plain-text tables (the terminal format when stdout is not a TTY)."""
-    parts = ["\n".join(preamble(summary)) + "\n"]
-    for table in build_tables(summary):
-        shown = limit if table.name == "not_counted" else None
-        parts.append(f"\n{table.title}\n{_plain_table(table, shown)}")
-    return "".join(parts)
-
-
-def _plain_table(table: Table, limit: int | None) -> str:
-    if not table.rows:
-        return "(none)\n"
-    rows = table.text_rows(limit)
-    headers = [c.header for c in table.columns]
-    widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(
-            cell.rjust(w) if col.numeric else cell.ljust(w)
-            for cell, w, col in zip(cells, widths, table.columns, strict=True)
-        ).rstrip()
-
-    out = [line(headers), "  ".join("-" * w for w in widths)]
-    out.extend(line(r) for r in rows)
-    if limit is not None and len(table.rows) > limit:
-        out.append(f"... and {len(table.rows) - limit} more (all in --format json or --out)")
-    return "\n".join(out) + "\n"
-
-
-def print_rich(
-    summary: Summary,
-    file: TextIO,
-    limit: int = TERMINAL_NOT_COUNTED_ROWS,
-    width: int | None = None,
-) -> None:
-    """Rich tables for an interactive terminal (cells wrap to the terminal's width)."""
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table as RichTable
-    from rich.text import Text
-
-    console = Console(file=file, width=width)
-    for line in preamble(summary):
-        console.print(line, highlight=False, markup=False)
-    for table in build_tables(summary):
-        shown = limit if table.name == "not_counted" else None
-        rich_table = RichTable(title=Text(table.title), title_justify="left", box=box.SIMPLE_HEAD)
-        for column in table.columns:
-            rich_table.add_column(column.header, justify="right" if column.numeric else "left")
-        for cells in table.text_rows(shown):
-            rich_table.add_row(*(Text(cell) for cell in cells))  # "[...]" is not markup
-        console.print()
-        if table.rows:
-            console.print(rich_table)
-        else:
-            console.print(f"{table.title}\n(none)", highlight=False, markup=False)
-        if shown is not None and len(table.rows) > shown:
-            console.print(f"... and {len(table.rows) - shown} more (all in --format json or --out)")

@@ -1,0 +1,146 @@
+"""`sweeper run SPEC --until-decided`: add seeds only where a comparison is still open.
+
+The grid runs first. Then, while some comparison of the summary is undecided (Holm-
+adjusted p >= alpha, `sweeper.summarize.decide`) and fewer than `--max-seeds` seeds
+have been run, the next batch of seeds (the integers after the highest seed run so
+far) is added to the groups of the undecided comparisons only. A batch is an ordinary
+grid run over new trial keys through the same store planning as `--resume`, so nothing
+finished is run again, a killed driver resumes with `--resume --until-decided`, and
+the record holds one run per key. Seeds, not trials, are the unit: both groups of a
+comparison get the same new seeds, so the new trials pair.
+
+The final report says why the loop stopped and how many trials it saved against
+running every group to `--max-seeds`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from sweeper.engine.grid import run_grid
+from sweeper.engine.options import RunOptions, SweepError
+from sweeper.engine.report import summarise
+from sweeper.engine.sweep import Sweep, open_grid, prepare
+
+if TYPE_CHECKING:
+    from sweeper.spec import SweepSpec
+    from sweeper.summarize.records import Summary
+    from sweeper.trainers.trial import SweepInputs
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How far `--until-decided` may go."""
+
+    max_seeds: int
+    """Seeds per group at most, the grid's own included."""
+    batch: int
+    """Seeds added per round."""
+
+
+def run_until_decided(options: RunOptions, spec: SweepSpec, budget: Budget) -> int:
+    """Run the grid, then batches of new seeds for the undecided groups; report once."""
+    if budget.max_seeds < len(spec.grid.seed):
+        raise SweepError(
+            f"--max-seeds {budget.max_seeds} is below the grid's {len(spec.grid.seed)} seeds"
+        )
+    sweep = open_grid(options, spec)
+    inputs = prepare(spec)
+    groups = {t.group for t in sweep.trials.values()}
+    status = run_grid(sweep, inputs, report=False)
+    while True:
+        summary = _summary(sweep)
+        open_groups = _undecided(summary)
+        seeds = _seeds_run(spec, summary)
+        reason = _stop_reason(status, open_groups, len(seeds), budget)
+        if reason is not None:
+            break
+        decided = sum(c.decision != "undecided" for c in summary.comparisons)
+        print(f"{decided} of {len(summary.comparisons)} comparisons decided", flush=True)
+        count = min(budget.batch, budget.max_seeds - len(seeds))
+        status = _run_batch(sweep, inputs, open_groups, _next_seeds(seeds, count))
+    notes = [f"--until-decided stopped: {reason}", _saved(len(groups), budget, _keys(summary))]
+    for line in notes:
+        print(line, flush=True)
+    summarise(spec, sweep.uri, sweep.client, notes)
+    return status
+
+
+def _stop_reason(status: int, open_groups: set[str], seeds: int, budget: Budget) -> str | None:
+    if status != 0:
+        return "a trial did not finish (see above); no further seeds were added"
+    if not open_groups:
+        return "every comparison is decided"
+    if seeds >= budget.max_seeds:
+        return f"--max-seeds {budget.max_seeds} reached with comparisons undecided"
+    return None
+
+
+def _run_batch(sweep: Sweep, inputs: SweepInputs, groups: set[str], seeds: list[int]) -> int:
+    """The grid over `seeds`, restricted to `groups`: new keys, planned as a resume."""
+    from sweeper.engine.store import open_and_plan
+    from sweeper.trials import expand
+
+    trials, _ = expand(sweep.spec, seeds=seeds)
+    trials = [t for t in trials if t.group in groups]
+    print(
+        f"undecided: {', '.join(sorted(groups))}\n"
+        f"adding seeds {', '.join(map(str, seeds))} to {len(groups)} group(s): "
+        f"{len(trials)} trials",
+        flush=True,
+    )
+    options = replace(sweep.options, resume=True)
+    store = open_and_plan(options, sweep.spec, [t.key for t in trials])
+    batch = Sweep(
+        options,
+        sweep.spec,
+        {t.key: t for t in trials},
+        store.plan,
+        store.client,
+        store.experiment_id,
+        store.uri,
+    )
+    return run_grid(batch, inputs, report=False)
+
+
+def _summary(sweep: Sweep) -> Summary:
+    from sweeper.summarize import summarize
+    from sweeper.tracking import experiment_name
+
+    return summarize(
+        experiment_name(sweep.spec), sweep.uri, sweep=sweep.spec.name, client=sweep.client
+    )
+
+
+def _undecided(summary: Summary) -> set[str]:
+    from sweeper.summarize.decide import undecided_groups
+
+    return undecided_groups(summary.comparisons)
+
+
+def _seeds_run(spec: SweepSpec, summary: Summary) -> list[int]:
+    """Every seed the sweep has run (a resumed loop counts earlier batches too)."""
+    seeds = set(spec.grid.seed)
+    seeds |= {t.seed for t in summary.trials if t.seed is not None}
+    seeds |= {n.seed for n in summary.not_counted if n.seed is not None}
+    return sorted(seeds)
+
+
+def _next_seeds(seeds: list[int], count: int) -> list[int]:
+    start = max(seeds) + 1 if seeds else 1
+    return list(range(start, start + count))
+
+
+def _keys(summary: Summary) -> int:
+    """Trial keys the sweep has run, counted or not (a key is one trial, retries included)."""
+    keys = {t.trial_key for t in summary.trials}
+    return len(keys | {n.trial_key for n in summary.not_counted if n.trial_key})
+
+
+def _saved(groups: int, budget: Budget, ran: int) -> str:
+    full = groups * budget.max_seeds
+    return (
+        f"trials run: {ran}; every group to --max-seeds {budget.max_seeds} would have "
+        f"run {full} ({groups} groups x {budget.max_seeds} seeds): {full - ran} saved"
+    )

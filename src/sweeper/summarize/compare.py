@@ -1,0 +1,207 @@
+"""Which groups a summary compares, and how each pair is tested.
+
+Every axis that varies is compared: framework, init, method and each grid parameter.
+Two groups are compared when they differ on that axis alone and agree on every other
+one; a parameter that one method ignores (`lora.*` for full fine-tuning) is not
+"another axis" of a method comparison, so full fine-tuning is compared with each LoRA
+group, and LoRA groups with each other along `lora.r`.
+
+Pairing (docs/architecture.md, "Statistics"): every trial's randomness comes from its
+seed, and two trials of one seed that differ on one axis share
+
+  ========== ============================================================== ======
+  axis       what two trials of one seed share                               paired
+  ========== ============================================================== ======
+  framework  the starting weights: one file, encoder and head (invariant 2);  yes
+             not the data order or dropout (each framework's own sampler)
+  init       the classification head and, within one framework, the seeded   yes
+             data order and dropout stream; the encoder differs by design
+  method     the starting weights and HF's seeded data order; LoRA's A        yes
+             matrices are drawn after reseeding, so they depend on the seed
+  parameter  the starting weights; the data order too unless the parameter    yes
+             changes batching (train.batch_size)
+  ========== ============================================================== ======
+
+so a comparison is tested on seed-matched differences (paired t, with Wilcoxon's
+signed-rank beside it) whenever at least two seeds are counted in both groups, and with
+Welch's unpaired t otherwise. `PAIRED_AXES` is that table's last column.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from itertools import combinations
+
+from sweeper.summarize.records import Comparison, CountedTrial, GroupStats
+from sweeper.summarize.stats import (
+    FEW_RUNS,
+    TTest,
+    bootstrap_ci,
+    by_seed,
+    paired_t,
+    welch,
+    wilcoxon_p,
+)
+
+AXES = ("init", "framework", "method")
+"""The fixed axes, in report order; grid parameters follow, sorted by name."""
+ORDER = {
+    "init": ("pretrained", "random"),
+    "framework": ("fairseq", "hf"),
+    "method": ("full", "lora"),
+}
+"""Which value is A in `A - B` on the fixed axes (the reference setup first)."""
+PAIRED_AXES = frozenset({"init", "framework", "method", "parameter"})
+_VARIANT_SPLIT = re.compile(r",(?=[A-Za-z_][\w]*\.[\w.]+=)")
+
+
+def variant_values(variant: str) -> dict[str, str]:
+    """`lora.r=8,train.lr=0.001` -> {'lora.r': '8', 'train.lr': '0.001'} (a value may
+    itself hold commas, e.g. a list of target modules)."""
+    if not variant:
+        return {}
+    return dict(part.split("=", 1) for part in _VARIANT_SPLIT.split(variant))
+
+
+def coordinates(group: GroupStats) -> dict[str, str]:
+    """The group's value on every axis."""
+    return {
+        "init": group.init,
+        "framework": group.framework,
+        "method": group.method,
+        **variant_values(group.variant),
+    }
+
+
+def compare(groups: Sequence[GroupStats], trials: Sequence[CountedTrial]) -> list[Comparison]:
+    """One Comparison per pair of groups that differ on one axis only, axis by axis."""
+    values = by_seed(trials)
+    return [_compare(axis, a, b, values[a.group], values[b.group]) for axis, a, b in pairs(groups)]
+
+
+def pairs(groups: Sequence[GroupStats]) -> Iterator[tuple[str, GroupStats, GroupStats]]:
+    """(axis, A, B) for every pair of groups that differ on `axis` alone."""
+    coords = {g.group: coordinates(g) for g in groups}
+    params = sorted({k for c in coords.values() for k in c} - set(AXES))
+    for axis in (*AXES, *params):
+        for a, b in combinations(groups, 2):
+            ca, cb = coords[a.group], coords[b.group]
+            if ca.get(axis) == cb.get(axis) or not _same_elsewhere(axis, ca, cb):
+                continue
+            yield (axis, a, b) if _first(axis, ca, cb) else (axis, b, a)
+
+
+def _same_elsewhere(axis: str, ca: dict[str, str], cb: dict[str, str]) -> bool:
+    ignore = {axis}
+    if axis == "method":  # LoRA's own parameters mean nothing to full fine-tuning
+        ignore |= {k for k in (*ca, *cb) if k.startswith("lora.")}
+    keys = (set(ca) | set(cb)) - ignore
+    return all(ca.get(k) == cb.get(k) for k in keys)
+
+
+def _first(axis: str, ca: dict[str, str], cb: dict[str, str]) -> bool:
+    """Whether A's value comes first: the fixed order, else numeric, else text."""
+    va, vb = ca.get(axis, ""), cb.get(axis, "")
+    if axis in ORDER:
+        rank = ORDER[axis]
+        return (rank.index(va) if va in rank else len(rank), va) <= (
+            rank.index(vb) if vb in rank else len(rank),
+            vb,
+        )
+    return _sort_key(va) <= _sort_key(vb)
+
+
+def _sort_key(value: str) -> tuple:
+    try:
+        return (0, float(value), value)
+    except ValueError:
+        return (1, 0.0, value)
+
+
+def _label(axis: str, group: GroupStats) -> str:
+    if axis in AXES:
+        value = coordinates(group)[axis]
+        if axis == "method" and group.variant:
+            return f"{value}[{group.variant}]"
+        return value
+    return f"{axis}={coordinates(group).get(axis, '')}"
+
+
+def _within(axis: str, a: GroupStats) -> str:
+    coords = coordinates(a)
+    fixed = [coords[k] for k in ("framework", "init", "method") if k != axis]
+    params = [
+        f"{k}={v}"
+        for k, v in coords.items()
+        if k not in AXES and k != axis and not (axis == "method" and k.startswith("lora."))
+    ]
+    return "/".join(fixed) + (f"[{','.join(params)}]" if params else "")
+
+
+def _compare(
+    axis: str,
+    a: GroupStats,
+    b: GroupStats,
+    seeds_a: dict[int | None, float],
+    seeds_b: dict[int | None, float],
+) -> Comparison:
+    shared = sorted(s for s in seeds_a.keys() & seeds_b.keys() if s is not None)
+    kind = "parameter" if axis not in AXES else axis
+    paired = kind in PAIRED_AXES and len(shared) >= 2
+    values_a, values_b = list(seeds_a.values()), list(seeds_b.values())
+    if paired:
+        differences = [seeds_a[s] - seeds_b[s] for s in shared]
+        test = paired_t(differences)
+        boot = bootstrap_ci([differences])
+        p_wilcoxon = wilcoxon_p(differences)
+    else:
+        test = welch(values_a, values_b)
+        boot = bootstrap_ci([values_a, values_b])
+        p_wilcoxon = None
+    return Comparison(
+        axis=axis,
+        kind=f"{_label(axis, a)} - {_label(axis, b)}",
+        within=_within(axis, a),
+        group_a=a.group,
+        group_b=b.group,
+        n_a=a.n,
+        n_b=b.n,
+        mean_a=a.mean,
+        mean_b=b.mean,
+        diff=test.diff,
+        paired=paired,
+        n_pairs=len(shared),
+        test="paired t" if paired else "Welch t",
+        ci_low=test.ci_low,
+        ci_high=test.ci_high,
+        df=test.df,
+        t=test.t,
+        p_value=test.p_value,
+        boot_low=boot[0],
+        boot_high=boot[1],
+        p_wilcoxon=p_wilcoxon,
+        note=_note(a, b, paired, len(shared), test),
+    )
+
+
+def _note(a: GroupStats, b: GroupStats, paired: bool, n_pairs: int, test: TTest) -> str:
+    notes = []
+    n = n_pairs if paired else min(a.n, b.n)
+    if n < 2:
+        notes.append("n = 1 in a group: CI and p undefined")
+    elif n < FEW_RUNS:
+        notes.append(f"fewer than {FEW_RUNS} {'pairs' if paired else 'runs in a group'}")
+    if n >= 2 and test.t is None:
+        notes.append(
+            "no spread: every seed gives the same difference (t infinite, p = 0)"
+            if test.p_value == 0.0
+            else "no spread and no difference: t and p undefined"
+        )
+    if paired and n_pairs < max(a.n, b.n):
+        notes.append(f"paired on the {n_pairs} seeds counted in both groups")
+    for group in (a, b):
+        lost = ", ".join(f"{n} {kind.replace('_', '-')}" for kind, n in group.outcomes.items())
+        if lost:
+            notes.append(f"{group.group}: {lost} not counted")
+    return "; ".join(notes)
