@@ -147,6 +147,20 @@ def lab_trials() -> list[Trial]:
     return trials
 
 
+PAIRED_BASE = [70.0, 76.0, 81.0, 73.0, 79.0]  # seeds 1-5: seeds differ a lot
+PAIRED_HF = [71.1, 76.9, 82.05, 74.0, 79.95]  # HF: about 1 point above on every seed
+
+
+def paired_trials() -> list[Trial]:
+    """fairseq vs HF from the same weights per seed: the seed moves both by several
+    points, the framework by one. Paired on seed this decides; unpaired it cannot."""
+    return [
+        Trial(framework, "pretrained", seed, [(10, 60.0 + seed)], [(10, test)], sweep="paired")
+        for framework, tests in (("fairseq", PAIRED_BASE), ("hf", PAIRED_HF))
+        for seed, test in enumerate(tests, 1)
+    ]
+
+
 def pts(steps: list[int], values: list[float]) -> list[tuple[int, float]]:
     return list(zip(steps, values, strict=True))
 
@@ -236,6 +250,7 @@ def store(tmp_path_factory):
     made = {
         "lab": write_experiment(client, "lab", lab_trials()),
         "edge": write_experiment(client, "edge", edge_trials()),
+        "paired": write_experiment(client, "paired", paired_trials()),
         "noparent": write_experiment(client, "noparent", lab_trials()[:2], parent=False),
         "twosweeps": write_experiment(
             client,
@@ -317,6 +332,21 @@ def test_lab_comparison_is_paired_on_seed(store):
     assert cmp.t == pytest.approx(ref.statistic)
     assert cmp.df == pytest.approx(ref.df)
     assert (cmp.ci_low, cmp.ci_high) == (pytest.approx(ci.low), pytest.approx(ci.high))
+
+
+def test_paired_test_decides_where_welch_does_not(store):
+    summary = summarize("paired", store["uri"], client=store["client"])
+    (cmp,) = summary.comparisons
+    assert (cmp.axis, cmp.kind, cmp.test, cmp.n_pairs) == (
+        "framework",
+        "fairseq - hf",
+        "paired t",
+        5,
+    )
+    assert cmp.p_value == pytest.approx(scipy.stats.ttest_rel(PAIRED_BASE, PAIRED_HF).pvalue)
+    assert cmp.p_holm < 0.05 and cmp.decision == "hf/pretrained/full better"
+    welch = scipy.stats.ttest_ind(PAIRED_BASE, PAIRED_HF, equal_var=False)
+    assert welch.pvalue > 0.5  # the same record, unpaired: nothing decided
 
 
 def test_edge_selection_rules(store):

@@ -309,6 +309,13 @@ def test_until_decided_flags_are_checked_and_reach_the_engine(monkeypatch, capsy
             run.run(_cli_args(path, *extra))
         assert refused.value.code == EXIT_BAD_INPUT
         assert f"error: {message}" in capsys.readouterr().err
+    searched = minimal_spec()
+    searched["grid"] = {"seed": [2, 3]}
+    searched["search"] = {"space": {"train.lr": {"type": "uniform", "low": 0.1, "high": 1}}}
+    with pytest.raises(SystemExit) as refused:
+        run.run(_cli_args(write_spec(searched), "--until-decided"))
+    assert refused.value.code == EXIT_BAD_INPUT
+    assert "error: --until-decided runs grid sweeps" in capsys.readouterr().err
 
 
 def test_until_decided_stops_for_the_first_reason_that_holds():

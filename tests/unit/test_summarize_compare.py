@@ -44,6 +44,14 @@ def test_holm_against_a_hand_computed_case():
     assert holm([None]) == [None]
 
 
+def test_holm_rejects_as_a_documented_example_does():
+    """R package HDLSSkST's `Holm` documents, for these p-values at alpha = 0.05, the
+    rejections 0 0 1 0 0 0 1; sweeper decides where the adjusted p < alpha."""
+    adjusted = holm([0.50, 0.01, 0.001, 0.69, 0.02, 0.05, 0.0025])
+    assert [int(p < 0.05) for p in adjusted] == [0, 0, 1, 0, 0, 0, 1]
+    assert adjusted == pytest.approx([1.0, 0.05, 0.007, 1.0, 0.08, 0.15, 0.015])
+
+
 def test_report_000_comparison_is_paired_and_decided():
     trials = [
         *(

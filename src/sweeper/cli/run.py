@@ -44,7 +44,9 @@ and retries them, for up to $SWEEPER_TRACKING_RETRY_S seconds (default 300) of o
 exit status: 0 when every trial finished; 1 when any trial failed past its retries,
 or the tracking server stayed unreachable past that limit (then --resume records the rest);
 2 for bad input (spec, data, unreachable tracking server, existing runs without
---resume), reported before any trial starts.
+--resume), reported before any trial starts; 130 after Ctrl-C (SIGINT) and 143 after
+SIGTERM: running trials stop, their runs are marked KILLED, and --resume continues
+them from their last checkpoints (a second signal stops at once).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ from sweeper.cli.common import EXIT_BAD_INPUT, add_spec_argument, fail, load_or_
 from sweeper.spec import SweepSpec
 
 if TYPE_CHECKING:
+    from sweeper.engine import RunOptions
     from sweeper.engine.until_decided import Budget
 
 
@@ -184,18 +187,29 @@ def run(args: argparse.Namespace) -> int:
         max_concurrent=args.max_concurrent,
     )
     budget = _budget(args, spec)
-    try:
-        if budget is not None:
-            from sweeper.engine.until_decided import run_until_decided
+    from sweeper.engine.signals import EXIT_INTERRUPTED, graceful_stop
 
-            return run_until_decided(options, spec, budget)
-        if spec.search is not None:  # search per group, then confirm
-            from sweeper.search.stages import run_search
+    with graceful_stop() as stop:
+        try:
+            return stop.exit_code(_run_engine(options, spec, budget))
+        except SweepError as exc:
+            print(f"error: {exc.message}", file=sys.stderr)
+            return stop.exit_code(exc.exit_code)
+        except KeyboardInterrupt:  # a signal outside Tune's graceful stop, or a second one
+            print(f"\nstopped; `{options.resume_command()}` continues", file=sys.stderr)
+            return stop.exit_code(EXIT_INTERRUPTED)
 
-            return run_search(options, spec)
-        from sweeper.engine.grid import run_grid_sweep
 
-        return run_grid_sweep(options, spec)
-    except SweepError as exc:
-        print(f"error: {exc.message}", file=sys.stderr)
-        return exc.exit_code
+def _run_engine(options: RunOptions, spec: SweepSpec, budget: Budget | None) -> int:
+    """The grid, the search stage or the until-decided loop, by what was asked."""
+    if budget is not None:
+        from sweeper.engine.until_decided import run_until_decided
+
+        return run_until_decided(options, spec, budget)
+    if spec.search is not None:  # search per group, then confirm
+        from sweeper.search.stages import run_search
+
+        return run_search(options, spec)
+    from sweeper.engine.grid import run_grid_sweep
+
+    return run_grid_sweep(options, spec)

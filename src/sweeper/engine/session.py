@@ -48,10 +48,12 @@ def driver_log(spec: SweepSpec, options: RunOptions) -> Path:
 @contextmanager
 def ray_session(options: RunOptions, spec: SweepSpec) -> Iterator[RaySession]:
     """Connect to (or start) Ray for the body; shut it down after if started here."""
+    from sweeper.engine import signals
     from sweeper.tune.cluster import ray_address, start_ray
 
     address = ray_address(options.address)
     embedded = start_ray(address, driver_log(spec, options))
+    signals.install()  # ray.init replaced the SIGTERM handler with one that dumps stacks
     try:
         yield RaySession(address, embedded)
     finally:
