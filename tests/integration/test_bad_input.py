@@ -219,7 +219,39 @@ CASES: list[tuple[str, str, Mutate, list[str]]] = [
      lambda c: c.extra.append("train.epochs.x=1"), ["train.epochs", "is not a mapping"]),
     ("override unknown field", "override `train.lrr=1`",
      lambda c: c.extra.append("train.lrr=1"), ["train.lrr", "did you mean 'lr'"]),
+    # --- resources no node has (Ray would queue the trials for ever)
+    ("more CPUs than any node", "override `resources.cpu=4096`",
+     lambda c: c.extra.append("resources.cpu=4096"),
+     ["4096 CPUs", "no node has that", "this machine"]),
+    ("more GPUs than any node", "override `resources.gpu=64`",
+     lambda c: c.extra.append("resources.gpu=64"), ["64 GPUs", "no node has that"]),
 ]  # fmt: skip
+
+
+def test_a_gpu_fraction_without_a_gpu_exits_2_fast(tmp_path, valid_inputs):
+    """What sweeps/roberta.yaml asks for (a GPU fraction per trial) on a GPU-less machine."""
+    from sweeper.tune.system_metrics import gpu_count
+
+    if gpu_count():
+        pytest.skip("this machine has a GPU: resources.gpu=0.5 fits")
+    case = new_case(tmp_path, valid_inputs)
+    case.spec_file.write_text(yaml.safe_dump(case.spec), encoding="utf-8")
+    start = time.monotonic()
+    done = subprocess.run(
+        sweeper_command("run", case.spec_file, "resources.gpu=0.5"),
+        capture_output=True, text=True, env=sweeper_env(), cwd=tmp_path, timeout=60, check=False,
+    )  # fmt: skip
+    elapsed = time.monotonic() - start
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "asks for 1 CPUs and 0.5 GPUs" in done.stderr
+    assert "this machine:" in done.stderr and ", 0 GPUs" in done.stderr
+    assert not case.out.exists()  # no store, no prepared data, no run
+    record(
+        "bad input: a GPU fraction on a machine without a GPU",
+        "`sweeper run SPEC resources.gpu=0.5` with no GPU",
+        f"exit {done.returncode} in {elapsed:.1f} s, naming 0.5 GPUs asked and 0 found; "
+        "output dir not created",
+    )
 
 
 def test_the_valid_inputs_pass_preflight(tmp_path, valid_inputs):

@@ -5,6 +5,7 @@ neither is the point here; tests/integration/test_run_*.py run both for real).""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import pickle
 import shutil
@@ -258,7 +259,7 @@ def test_the_cli_prints_engine_errors_and_exits_with_their_status(
     tmp_path, monkeypatch, capsys, write_spec
 ):
     from sweeper.cli import run
-    from sweeper.engine import grid, preflight
+    from sweeper.engine import grid, preflight, store
 
     raw = minimal_spec()
     path = write_spec(raw)
@@ -267,6 +268,7 @@ def test_the_cli_prints_engine_errors_and_exits_with_their_status(
     assert capsys.readouterr().err == "error: m/model.pt: not found\n"
 
     monkeypatch.setattr(preflight, "preflight", lambda spec: [])
+    monkeypatch.setattr(store, "sweep_lease", lambda options, spec: contextlib.nullcontext())
     seen = []
 
     def engine(options, spec):
@@ -289,10 +291,11 @@ def test_the_cli_prints_engine_errors_and_exits_with_their_status(
 
 def test_until_decided_flags_are_checked_and_reach_the_engine(monkeypatch, capsys, write_spec):
     from sweeper.cli import run
-    from sweeper.engine import preflight, until_decided
+    from sweeper.engine import preflight, store, until_decided
 
     path = write_spec(minimal_spec())  # grid.seed [1, 2, 3] by default
     monkeypatch.setattr(preflight, "preflight", lambda spec: [])
+    monkeypatch.setattr(store, "sweep_lease", lambda options, spec: contextlib.nullcontext())
     seen = []
     monkeypatch.setattr(
         until_decided, "run_until_decided", lambda o, s, budget: seen.append(budget) or 0
@@ -341,3 +344,17 @@ def test_the_tracking_callback_keeps_its_state_through_tunes_api():
     fresh = TrackingCallback(recorder=None, progress=None)  # type: ignore[arg-type]
     fresh.set_state({"ended": {"k3"}})
     assert fresh.ended == {"k3"}
+
+
+def test_resources_no_node_can_hold_are_named():
+    from sweeper.engine.resources import Node, unfit
+
+    laptop = [Node("this machine", 2, 0)]
+    assert unfit(1, 0, laptop) is None
+    why = unfit(1, 0.5, laptop)
+    assert why is not None and "1 CPUs and 0.5 GPUs" in why
+    assert "this machine: 2 CPUs, 0 GPUs" in why and "resources.gpu=0" in why
+    assert "at most 2" in (unfit(4, 0, laptop) or "")
+    cluster = [Node("10.0.0.1", 8, 0), Node("10.0.0.2", 4, 1)]
+    assert unfit(2, 0.5, cluster) is None  # a GPU node with the CPUs too
+    assert unfit(8, 0.5, cluster) is not None  # CPUs and GPU on no single node

@@ -17,6 +17,10 @@ runs/demo -> STORAGE/runs/demo, and the driver prints where; with no such storag
 exits 2 before anything runs.
 A sweep whose trial runs already exist needs --resume: trials that finished are not
 run again, every other trial continues its own run from its last checkpoint.
+One driver runs a sweep at a time: a second `sweeper run` of a sweep whose driver is
+alive exits 2 naming it (host, pid, start). The lease lives in the tracking store,
+renewed every 10 s; a driver killed on this host frees it at once, elsewhere after 60 s
+without a heartbeat, or at once with --force-resume.
 
 With --until-decided the grid runs first; then, while a comparison of the summary is
 undecided (Holm-adjusted p >= 0.05; see `sweeper summarize --help`) and fewer than
@@ -44,9 +48,10 @@ and retries them, for up to $SWEEPER_TRACKING_RETRY_S seconds (default 300) of o
 exit status: 0 when every trial finished; 1 when any trial failed past its retries,
 or the tracking server stayed unreachable past that limit (then --resume records the rest);
 2 for bad input (spec, data, unreachable tracking server, existing runs without
---resume), reported before any trial starts; 130 after Ctrl-C (SIGINT) and 143 after
-SIGTERM: running trials stop, their runs are marked KILLED, and --resume continues
-them from their last checkpoints (a second signal stops at once).
+--resume, trial resources that no node has), reported before any trial starts;
+130 after Ctrl-C (SIGINT) and 143 after SIGTERM: running trials stop, their runs are
+marked KILLED, and --resume continues them from their last checkpoints (a second
+signal stops at once).
 """
 
 from __future__ import annotations
@@ -69,6 +74,12 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
         "--resume",
         action="store_true",
         help="continue a sweep whose runs exist: finished trials are kept, the rest resume",
+    )
+    parser.add_argument(
+        "--force-resume",
+        action="store_true",
+        help="--resume, taking over the sweep from a driver known to be dead whose lease "
+        "has not expired yet (another host's driver, killed less than 60 s ago)",
     )
     parser.add_argument(
         "--address", metavar="ADDR", help="Ray cluster (default: $RAY_ADDRESS, else local Ray)"
@@ -98,6 +109,12 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
         type=int,
         metavar="K",
         help="with --until-decided: seeds added per round (default: as many as grid.seed)",
+    )
+    parser.add_argument(
+        "--no-resource-check",
+        action="store_true",
+        help="start even when no node can hold a trial's resources yet (an autoscaling "
+        "cluster that adds nodes on demand); otherwise that exits 2 before anything runs",
     )
     parser.add_argument(
         "--max-concurrent",
@@ -181,7 +198,8 @@ def run(args: argparse.Namespace) -> int:
     options = RunOptions(
         spec_path=args.spec,
         overrides=tuple(args.overrides),
-        resume=args.resume,
+        resume=args.resume or args.force_resume,
+        force_lease=args.force_resume,
         address=args.address,
         tracking_uri=uri,
         max_concurrent=args.max_concurrent,
@@ -191,13 +209,26 @@ def run(args: argparse.Namespace) -> int:
 
     with graceful_stop() as stop:
         try:
-            return stop.exit_code(_run_engine(options, spec, budget))
+            if not args.no_resource_check:
+                _check_resources(spec, options)
+            from sweeper.engine.store import sweep_lease
+
+            with sweep_lease(options, spec):  # one live driver per sweep
+                return stop.exit_code(_run_engine(options, spec, budget))
         except SweepError as exc:
             print(f"error: {exc.message}", file=sys.stderr)
             return stop.exit_code(exc.exit_code)
         except KeyboardInterrupt:  # a signal outside Tune's graceful stop, or a second one
             print(f"\nstopped; `{options.resume_command()}` continues", file=sys.stderr)
             return stop.exit_code(EXIT_INTERRUPTED)
+
+
+def _check_resources(spec: SweepSpec, options: RunOptions) -> None:
+    """Exit 2 now, not after preparing data, when no node can hold one trial."""
+    from sweeper.engine.resources import check_resources
+    from sweeper.tune.cluster import ray_address
+
+    check_resources(spec.resources.cpu, spec.resources.gpu, ray_address(options.address))
 
 
 def _run_engine(options: RunOptions, spec: SweepSpec, budget: Budget | None) -> int:

@@ -2,6 +2,8 @@
 
   options.py    RunOptions (the run's options, typed), SweepError (message + exit status)
   preflight.py  every input file checked before anything is written
+  resources.py  every trial fits on some node, checked before anything is written
+  signals.py    Ctrl-C / SIGTERM: Tune's graceful stop, exit 130 / 143
   store.py      open the tracking store and plan the runs (the resume rules)
   sweep.py      Sweep: a grid with its store open; prepare the inputs once
   session.py    the Ray session: join a cluster or start Ray here, stop what was started

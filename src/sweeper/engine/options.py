@@ -36,6 +36,8 @@ class RunOptions:
     overrides: tuple[str, ...] = ()
     """`FIELD=VALUE` overrides as given."""
     resume: bool = False
+    force_lease: bool = False
+    """--force-resume: take the sweep's driver lease from a holder known to be dead."""
     address: str | None = None
     """Ray cluster; None: $RAY_ADDRESS, else an embedded Ray."""
     tracking_uri: str | None = None

@@ -5,12 +5,14 @@ reachable, opens (or creates) the experiment, finds the sweep's existing trial r
 applies the resume rules (`sweeper.tracking.runs.plan_runs`): trial runs exist and no
 `--resume` -> bad input, exit 2 (docs/architecture.md, invariants 1 and 5). The grid
 plans its trial keys here; the search stage, whose keys are only known as Optuna
-samples them, plans none and only applies the rule.
+samples them, plans none and only applies the rule. `sweep_lease` holds the sweep's
+driver lease around a whole invocation (invariant 8).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -59,3 +61,35 @@ def open_and_plan(options: RunOptions, spec: SweepSpec, keys: Sequence[str]) -> 
     except (ExistingRunsError, ValueError, MlflowException) as exc:
         raise SweepError(f"{where}: {exc}") from None
     return SweepStore(uri, client, experiment_id, found, plan, where)
+
+
+@contextmanager
+def sweep_lease(options: RunOptions, spec: SweepSpec) -> Iterator[None]:
+    """Hold the sweep's driver lease (`sweeper.tracking.lease`) for the body; a live
+    holder elsewhere is a SweepError (exit 2) naming it, before anything is created."""
+    from sweeper.tracking import experiment_name, tracking_uri
+    from sweeper.tracking.lease import TTL_S, Lease, LeaseHeld
+    from sweeper.tracking.server import TrackingUnreachable, check_server, open_store
+    from sweeper.tracking.store import sqlite_path
+
+    uri = options.tracking_uri or tracking_uri(spec)
+    try:
+        check_server(uri)
+        client, experiment_id = open_store(spec, uri)
+    except TrackingUnreachable as exc:
+        raise SweepError(str(exc)) from None
+    try:
+        lease = Lease.acquire(
+            client, experiment_id, spec.name, options.force_lease, sqlite_path(uri)
+        )
+    except LeaseHeld as exc:
+        raise SweepError(
+            f"sweep {spec.name!r} (experiment {experiment_name(spec)!r} at {uri}) is being "
+            f"run by another driver: {exc}. Wait for it to end or stop it; if that driver "
+            f"is dead (its lease expires {TTL_S:.0f} s after its last heartbeat), "
+            f"`{options.resume_command()} --force-resume` takes over"
+        ) from None
+    try:
+        yield
+    finally:
+        lease.release()

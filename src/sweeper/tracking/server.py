@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
@@ -105,6 +107,31 @@ def open_store(spec: SweepSpec, uri: str) -> tuple[MlflowClient, str]:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     if not is_server(uri):
         Path(spec.output_dir).mkdir(parents=True, exist_ok=True)
-    client = MlflowClient(uri)
     root = None if is_server(uri) else artifact_root(spec)
-    return client, ensure_experiment(client, experiment_name(spec), root)
+    with creation_lock(sqlite_path(uri)):  # the first access creates and migrates the schema
+        client = MlflowClient(uri)
+        return client, ensure_experiment(client, experiment_name(spec), root)
+
+
+@contextmanager
+def creation_lock(db: Path | None) -> Iterator[None]:
+    """Serialise the first use of a SQLite store between processes on this machine.
+
+    MLflow creates and migrates a new SQLite file's schema on first access; two drivers
+    doing it at once made the second fail inside alembic ("Online migration expected to
+    match one row"). An exclusive `flock` on `<db>.lock` makes the second wait seconds
+    for the first, then find the schema made. None (a server, whose database is
+    migrated when the server starts): no lock.
+    """
+    if db is None:
+        yield
+        return
+    import fcntl
+
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with open(db.with_name(db.name + ".lock"), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

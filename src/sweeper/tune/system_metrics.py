@@ -106,6 +106,11 @@ def _nvml_handles() -> list[Any]:
         return []
 
 
+def gpu_count() -> int:
+    """GPUs this process may use (CUDA_VISIBLE_DEVICES honoured); 0 without NVML."""
+    return len(_nvml_handles())
+
+
 def _gpu_values(handles: list[Any]) -> dict[str, float]:
     if not handles:
         return {}
