@@ -139,12 +139,13 @@ def run(args: argparse.Namespace) -> int:
 
     if not 0.0 < args.alpha < 1.0:
         fail(f"--alpha must lie between 0 and 1, got {args.alpha}")
-    experiment, uri, sweep = _resolve(args)
+    experiment, uri, sweep, inputs = _resolve(args)
     try:
         client = open_client(uri)
         summary = summarize(
-            experiment, uri, sweep=sweep, client=client, alpha=args.alpha, aso=args.aso
-        )
+            experiment, uri, sweep=sweep, client=client, alpha=args.alpha, aso=args.aso,
+            inputs=inputs,
+        )  # fmt: skip
     except SummarizeError as exc:
         fail(str(exc))
 
@@ -185,8 +186,11 @@ def _evaluate(client: MlflowClient, summary: Summary, fmt: str) -> list[Evaluati
     return evaluations
 
 
-def _resolve(args: argparse.Namespace) -> tuple[str, str, str | None]:
-    """(experiment, tracking URI, sweep) from the spec and/or the flags; exit 2 if unknown."""
+def _resolve(
+    args: argparse.Namespace,
+) -> tuple[str, str, str | None, dict[str, str] | None]:
+    """(experiment, tracking URI, sweep, the spec's input fingerprint) from the spec
+    and/or the flags; exit 2 if unknown. Without a spec nothing is compared."""
     if args.spec is None:
         if args.overrides:
             fail("FIELD=VALUE overrides need a SPEC")
@@ -198,15 +202,17 @@ def _resolve(args: argparse.Namespace) -> tuple[str, str, str | None]:
                 "no tracking store: pass --tracking-uri URI, set MLFLOW_TRACKING_URI, or "
                 "start a cluster with `sweeper cluster up`"
             )
-        return args.experiment, uri, args.sweep
+        return args.experiment, uri, args.sweep, None
     from sweeper.deploy.resolve import tracking_uri
     from sweeper.tracking import experiment_name
+    from sweeper.tracking.inputs import inputs_fingerprint
 
     spec = load_or_exit(args.spec, args.overrides)
     return (
         args.experiment or experiment_name(spec),
         tracking_uri(spec, args.tracking_uri),
         args.sweep or spec.name,
+        inputs_fingerprint(spec),
     )
 
 

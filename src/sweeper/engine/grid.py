@@ -12,6 +12,7 @@ SweepError with exit 1 and says how to record what is missing.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -41,7 +42,9 @@ def run_grid_sweep(options: RunOptions, spec: SweepSpec) -> int:
 def run_grid(sweep: Sweep, inputs: SweepInputs, report: bool = True) -> int:
     """Create the runs, run the trials that need running, close the record, summarise
     (unless `report` is False: `--until-decided` summarises once, after its last batch)."""
+    from sweeper import layout
     from sweeper.layout import METRIC_NAMES
+    from sweeper.tracking.inputs import inputs_fingerprint
     from sweeper.tracking.lineage import log_lineage, sweep_lineage
     from sweeper.tracking.outbox import Outbox, TrackingDown
     from sweeper.tracking.recorder import MetricLog, Recorder, last_steps
@@ -57,11 +60,14 @@ def run_grid(sweep: Sweep, inputs: SweepInputs, report: bool = True) -> int:
     )
     parent = open_sweep_run(client, sweep.experiment_id, spec)
     record_sweep(client, parent, spec, Path(sweep.options.spec_path), len(sweep.trials))
+    inputs_tag = {layout.TAG_INPUTS: json.dumps(inputs_fingerprint(spec), sort_keys=True)}
+    client.set_tag(parent, layout.TAG_INPUTS, inputs_tag[layout.TAG_INPUTS])
     run_ids = dict(plan.resume)
     for key in plan.create:
         trial = sweep.trials[key]
+        tags = {**inputs_tag, **sweep.tags.get(key, {})}
         run_ids[key] = create_trial_run(
-            client, sweep.experiment_id, parent, trial, sweep.stage, sweep.tags.get(key)
+            client, sweep.experiment_id, parent, trial, sweep.stage, tags
         )
     log_lineage(client, [parent, *run_ids.values()], sweep_lineage(spec, inputs))
     metrics = MetricLog()

@@ -25,9 +25,13 @@ def summarise(spec: SweepSpec, uri: str, client: MlflowClient, notes: Sequence[s
     from sweeper.summarize import SummarizeError, log_report, summarize, write_report
     from sweeper.summarize.terminal import print_terminal
     from sweeper.tracking import experiment_name
+    from sweeper.tracking.inputs import inputs_fingerprint
 
     try:
-        summary = summarize(experiment_name(spec), uri, sweep=spec.name, client=client)
+        summary = summarize(
+            experiment_name(spec), uri, sweep=spec.name, client=client,
+            inputs=inputs_fingerprint(spec),
+        )  # fmt: skip
     except SummarizeError as exc:
         print(f"warning: no summary: {exc}", file=sys.stderr)
         return

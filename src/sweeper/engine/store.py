@@ -46,6 +46,7 @@ def open_and_plan(options: RunOptions, spec: SweepSpec, keys: Sequence[str]) -> 
     from mlflow.exceptions import MlflowException
 
     from sweeper.tracking import experiment_name, tracking_uri
+    from sweeper.tracking.inputs import check_resume
     from sweeper.tracking.runs import ExistingRunsError, find_trial_runs, plan_runs
     from sweeper.tracking.server import TrackingUnreachable, check_server, open_store
 
@@ -56,6 +57,8 @@ def open_and_plan(options: RunOptions, spec: SweepSpec, keys: Sequence[str]) -> 
         client, experiment_id = open_store(spec, uri)
         found = find_trial_runs(client, experiment_id, spec.name)
         plan = plan_runs(list(keys), found, options.resume)
+        if found:  # a resume: the record must have been made from these inputs
+            check_resume(client, experiment_id, spec)
     except TrackingUnreachable as exc:
         raise SweepError(str(exc)) from None
     except (ExistingRunsError, ValueError, MlflowException) as exc:

@@ -107,10 +107,13 @@ def _run_batch(sweep: Sweep, inputs: SweepInputs, groups: set[str], seeds: list[
 def _summary(sweep: Sweep) -> Summary:
     from sweeper.summarize import summarize
     from sweeper.tracking import experiment_name
+    from sweeper.tracking.inputs import inputs_fingerprint
 
+    spec = sweep.spec
     return summarize(
-        experiment_name(sweep.spec), sweep.uri, sweep=sweep.spec.name, client=sweep.client
-    )
+        experiment_name(spec), sweep.uri, sweep=spec.name, client=sweep.client,
+        inputs=inputs_fingerprint(spec),
+    )  # fmt: skip
 
 
 def _undecided(summary: Summary) -> set[str]:

@@ -6,6 +6,7 @@ each rule can be tested on hand-made records; this module only wires them to a s
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -23,7 +24,7 @@ from sweeper.summarize.load import (
 )
 from sweeper.summarize.records import CountedTrial, GroupStats, NotCounted, RunRecord, Summary
 from sweeper.summarize.search import load_search
-from sweeper.summarize.select import HISTORY_KEYS, screen, select
+from sweeper.summarize.select import HISTORY_KEYS, left_out, screen, select
 from sweeper.summarize.stats import TALLIED, group_stats
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ def summarize(
     history_path: str = "auto",
     alpha: float = ALPHA,
     aso: bool = False,
+    inputs: dict[str, str] | None = None,
 ) -> Summary:
     """Summarise the trial runs of `experiment` in the store at `tracking_uri`.
 
@@ -49,8 +51,9 @@ def summarize(
     an open MlflowClient; `history_path` forces one way of reading metric histories
     (`sqlite`, `bulk`, `per_run`; see `sweeper.summarize.load`), tests compare them.
     `alpha` is the family-wise level the comparisons are decided at; `aso` adds Almost
-    Stochastic Order (slow; `sweeper.summarize.decide`). Raises SummarizeError for
-    input the user must fix.
+    Stochastic Order (slow; `sweeper.summarize.decide`). `inputs`: the spec's input
+    fingerprint (`sweeper.tracking.inputs`); trial runs made from other inputs are
+    not counted. Raises SummarizeError for input the user must fix.
     """
     if client is None:
         client = open_client(tracking_uri)
@@ -71,7 +74,9 @@ def summarize(
     if untagged:
         notes.append(f"runs without a {layout.TAG_ROLE} tag ignored (not sweeper runs): {untagged}")
 
+    trial_runs, other_inputs = _same_inputs(trial_runs, inputs)
     candidates, not_counted = screen(trial_runs)
+    not_counted += other_inputs
     histories = load_histories(client, [r.run_id for r in candidates], HISTORY_KEYS, history_path)
     trials, unusable = select(candidates, histories)
     not_counted = sorted([*not_counted, *unusable], key=_listing_order)
@@ -127,6 +132,25 @@ def _empty_groups(groups: Sequence[GroupStats], not_counted: Sequence[NotCounted
         f"group {group}: no trial counted ({', '.join(f'{n} {k}' for k, n in sorted(c.items()))})"
         for group, c in sorted(lost.items())
     ]
+
+
+def _same_inputs(
+    runs: list[RunRecord], inputs: dict[str, str] | None
+) -> tuple[list[RunRecord], list[NotCounted]]:
+    """Split off the runs tagged with other inputs than the spec's (untagged runs stay)."""
+    if inputs is None:
+        return runs, []
+    from sweeper.tracking.inputs import changed
+
+    kept, other = [], []
+    for run in runs:
+        differ = changed(json.loads(run.inputs), inputs) if run.inputs else []
+        if differ:
+            reason = f"made from other inputs than the spec's: {', '.join(differ)} differ"
+            other.append(left_out(run, reason))
+        else:
+            kept.append(run)
+    return kept, other
 
 
 def _tuned_seeds(runs: Sequence[RunRecord], trials: Sequence[CountedTrial]) -> list[str]:

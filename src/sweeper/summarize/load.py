@@ -142,6 +142,7 @@ def to_record(run: Run) -> RunRecord:
         trainable_params=_int(tags.get(layout.TAG_TRAINABLE_PARAMS)),
         latest=dict(run.data.metrics),
         search_params=tags.get(layout.TAG_SEARCH_PARAMS),
+        inputs=tags.get(layout.TAG_INPUTS),
     )
 
 

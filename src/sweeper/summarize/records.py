@@ -52,6 +52,8 @@ class RunRecord:
     """Latest value of every metric (the one at the highest step)."""
     search_params: str | None = None
     """Search and confirm trials: JSON of the searched values (the sweeper.search_params tag)."""
+    inputs: str | None = None
+    """JSON of the inputs' digests the trial was made from (the sweeper.inputs tag)."""
 
     @property
     def variant(self) -> str:
