@@ -159,8 +159,8 @@ def test_ray_job_submit_with_no_auth_variables_leaves_a_durable_record(up: Up):
     _assert_copies_hold_only_the_upload(up)  # (Ray may have emptied it since the job ended)
 
     # From the checkout: the running cluster's tracking server is the default store.
-    summary = _run(
-        [SWEEPER, "summarize", "sweeps/demo.yaml", "--format", "csv"], up.env, up.checkout
+    summary = _run(  # the job's overrides: the same inputs, so its trials count
+        [SWEEPER, "summarize", "sweeps/demo.yaml", *TINY, "--format", "csv"], up.env, up.checkout
     )
     assert summary.returncode == 0, summary.stderr[-3000:]
     table1 = summary.stdout.split("# table2")[0]
