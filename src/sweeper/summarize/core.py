@@ -75,6 +75,11 @@ def summarize(
         notes.append(f"runs without a {layout.TAG_ROLE} tag ignored (not sweeper runs): {untagged}")
 
     trial_runs, other_inputs = _same_inputs(trial_runs, inputs)
+    if other_inputs:
+        notes.append(
+            f"{len(other_inputs)} trial run(s) were made from other inputs than this spec's "
+            "(see Not counted): summarise with the overrides the sweep ran with"
+        )
     candidates, not_counted = screen(trial_runs)
     not_counted += other_inputs
     histories = load_histories(client, [r.run_id for r in candidates], HISTORY_KEYS, history_path)
