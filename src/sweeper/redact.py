@@ -10,6 +10,9 @@ any case) and the password part of any `scheme://user:password@host` URL.
 `safe_name` is for names built from user input that become file or folder names
 (trial names carry grid values, some of them free strings such as
 `lora.target_modules`): one path component, no separators, never `.` or `..`.
+`contained` is for names read back from the record (a synced checkpoint's manifest):
+they must land inside the folder they are restored into. `links_outside` finds the
+symbolic links in a trial folder that lead out of it, which an upload would follow.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from pathlib import Path
 
 SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD", re.IGNORECASE)
 MASK = "***"
@@ -55,3 +59,22 @@ def safe_name(text: str) -> str:
     `_ . , = + - [ ]` become `_`, and leading dots are dropped (no `..`, no hidden
     files). Names made of safe characters are unchanged."""
     return _UNSAFE.sub("_", text).lstrip(".") or "_"
+
+
+def contained(root: Path, name: str) -> Path:
+    """`root / name`, or ValueError when `name` is absolute or leads out of `root`."""
+    base = Path(root).resolve()
+    path = (base / name).resolve()
+    if Path(name).is_absolute() or not path.is_relative_to(base):
+        raise ValueError(f"{name!r} leads out of {root}")
+    return path
+
+
+def links_outside(folder: Path) -> list[Path]:
+    """Symbolic links under `folder` whose targets lie outside it (sorted)."""
+    base = Path(folder).resolve()
+    return sorted(
+        p
+        for p in Path(folder).rglob("*")
+        if p.is_symlink() and not p.resolve().is_relative_to(base)
+    )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -169,6 +170,50 @@ def test_the_ui_binds_loopback_unless_told_otherwise():
     assert parser.parse_args(["s.yaml", "--host", "0.0.0.0"]).host == "0.0.0.0"
     command = ui.server_command("sqlite:////x/mlflow.db", Path("/x/a"), "127.0.0.1", 5000)
     assert command[command.index("--host") + 1] == "127.0.0.1"
+
+
+def test_the_ui_needs_consent_to_bind_beyond_loopback(capsys):
+    from sweeper.cli import ui
+
+    ui._consent("127.0.0.1", 5000, allowed=False)  # loopback: nothing to say
+    with pytest.raises(SystemExit) as refused:
+        ui._consent("0.0.0.0", 5000, allowed=False)
+    assert refused.value.code == 2
+    assert "--allow-remote" in capsys.readouterr().err
+    ui._consent("0.0.0.0", 5000, allowed=True)
+    assert "warning: --host 0.0.0.0 serves the whole store" in capsys.readouterr().err
+
+
+def test_links_out_of_a_trial_folder_are_found_and_names_contained(tmp_path):
+    from sweeper.redact import contained, links_outside
+
+    trial = tmp_path / "trial"
+    (trial / "checkpoints").mkdir(parents=True)
+    (tmp_path / "secret").write_text("x")
+    (trial / "checkpoints" / "inside.pt").write_text("w")
+    (trial / "checkpoints" / "ok").symlink_to(trial / "checkpoints" / "inside.pt")
+    (trial / "checkpoints" / "leak").symlink_to(tmp_path / "secret")
+    assert links_outside(trial) == [trial / "checkpoints" / "leak"]
+    assert contained(trial, "checkpoints/best.pt") == (trial / "checkpoints/best.pt").resolve()
+    for name in ("../secret", "/etc/passwd", "checkpoints/../../secret"):
+        with pytest.raises(ValueError, match="leads out of"):
+            contained(trial, name)
+
+
+def test_an_upload_refuses_a_trial_folder_with_a_link_out(tmp_path):
+    from sweeper.tracking.artifacts import UploadError, upload_trial
+    from sweeper.trainers.base import Checkpoints
+
+    trial = tmp_path / "trial"
+    (trial / "checkpoints" / "best").mkdir(parents=True)
+    (tmp_path / "secret").write_text("x")
+    (trial / "checkpoints" / "best" / "weights").symlink_to(tmp_path / "secret")
+    result = SimpleNamespace(
+        out_dir=trial, checkpoints=Checkpoints(trial / "checkpoints" / "best", None)
+    )
+    with pytest.raises(UploadError, match="leading out of the trial folder"):
+        upload_trial(result, str(tmp_path / "store"), "")
+    assert not (tmp_path / "store").exists()
 
 
 def test_submit_never_uploads_env_files():

@@ -211,3 +211,22 @@ def test_the_events_copy_ends_at_a_full_line(tmp_path: Path):
     (tmp_path / "snap").mkdir()
     copies = snapshot(out, [events], tmp_path / "snap")
     assert copies[layout.EVENTS_FILE].read_text() == whole
+
+
+@pytest.mark.parametrize("name", ["../../escaped.json", "/tmp/escaped.json"])
+def test_a_manifest_naming_a_path_out_of_the_trial_folder_is_not_restored(
+    tmp_path: Path, name: str
+):
+    out, repo = tmp_path / "trial", CountingRepo(tmp_path / "store")
+    train_until(out, 2, best_step=2)
+    sync = sync_for(out, repo)
+    sync.on_event(event(2, "valid"))
+    sync.on_event(event(3))
+    sync.close()
+    (manifest,) = (tmp_path / "store").glob(f"{resume_sync.MANIFEST_PREFIX}*")
+    data = json.loads(manifest.read_text())
+    data["files"] = {name: next(iter(data["files"].values()))}  # a tampered record
+    manifest.write_text(json.dumps(data))
+    fresh = tmp_path / "deep" / "fresh"
+    assert restore(repo, fresh) is None  # type: ignore[arg-type]
+    assert not (tmp_path / "escaped.json").exists() and not Path("/tmp/escaped.json").exists()

@@ -13,7 +13,8 @@ examples:
   sweeper ui sweeps/roberta.yaml --tracking-uri sqlite:////shared/runs/roberta/mlflow.db
 
 exit status: 0 after Ctrl-C (or at once for a tracking server); 1 when the UI server
-could not start (e.g. the port is taken); 2 when the sweep has no store yet.
+could not start (e.g. the port is taken); 2 when the sweep has no store yet, or --host
+is not a loopback address and --allow-remote is not given.
 """
 
 from __future__ import annotations
@@ -46,7 +47,15 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--host",
         default=DEFAULT_HOST,
-        help=f"interface to bind (default {DEFAULT_HOST}: only this machine can connect)",
+        help=f"interface to bind (default {DEFAULT_HOST}: only this machine can connect); "
+        "any other needs --allow-remote",
+    )
+    parser.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="consent to serving the store beyond this machine with a non-loopback "
+        "--host: MLflow's UI has no login, so anyone who reaches the port can read every "
+        "run, metric and artifact of the store, and change or delete them",
     )
     parser.add_argument(
         "--tracking-uri",
@@ -92,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
             url = experiment_url(uri, _experiment_id(uri, name))
         print(f"sweep {spec.name!r} is tracked by a server; its UI: {url} (experiment {name!r})")
         return 0
+    _consent(args.host, args.port, args.allow_remote)
     try:  # the store must exist: `mlflow server` would create an empty one
         check_server(uri, must_exist=True)
     except StoreMissing as exc:
@@ -114,6 +124,23 @@ def _experiment_id(uri: str, name: str) -> str | None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     found = MlflowClient(uri).get_experiment_by_name(name)
     return found.experiment_id if found is not None else None
+
+
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def _consent(host: str, port: int, allowed: bool) -> None:
+    """A bind beyond loopback is refused (exit 2) unless --allow-remote says yes, and
+    warned about when it does."""
+    if host in LOOPBACK or host.startswith("127."):
+        return
+    exposure = (
+        f"--host {host} serves the whole store on port {port} to anyone who can reach "
+        "this machine: MLflow's UI has no login, and its API can change or delete runs"
+    )
+    if not allowed:
+        fail(f"{exposure}; add --allow-remote to do it anyway, or keep the default host")
+    print(f"warning: {exposure}", file=sys.stderr)
 
 
 def _url_host(host: str) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sweeper import layout
-from sweeper.redact import redact
+from sweeper.redact import links_outside, redact
 
 if TYPE_CHECKING:
     from mlflow.store.artifact.artifact_repo import ArtifactRepository
@@ -50,7 +50,7 @@ def upload_logs(out_dir: Path, artifact_uri: str, tracking_uri: str) -> list[str
     uploaded = []
     for local, name in LOG_FILES:
         path = Path(out_dir) / local
-        if path.is_file():
+        if path.is_file() and not path.is_symlink():  # a link could point anywhere
             with redacted_copy(path) as clean:
                 repo.log_artifact(str(clean))  # root-level, under its own name
             uploaded.append(name)
@@ -78,6 +78,12 @@ def upload_trial(result: TrialResult, artifact_uri: str, tracking_uri: str) -> l
     best = result.checkpoints.best
     if best is None or not Path(best).exists():
         raise FileNotFoundError(f"the trainer left no best checkpoint in {result.out_dir}")
+    escaping = links_outside(result.out_dir)
+    if escaping:  # an upload would copy what they point at into the shared record
+        raise UploadError(
+            f"refusing to upload {result.out_dir}: symbolic link(s) leading out of the "
+            f"trial folder: {', '.join(str(p) for p in escaping[:3])}"
+        )
     try:
         repo = repository(artifact_uri, tracking_uri)
         if Path(best).is_dir():

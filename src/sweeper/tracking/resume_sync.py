@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shutil
 import tempfile
 import threading
@@ -37,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from sweeper import layout
 from sweeper.hashing import file_sha256
+from sweeper.redact import contained
 from sweeper.tracking.artifacts import repository
 
 if TYPE_CHECKING:
@@ -48,6 +50,7 @@ if TYPE_CHECKING:
 RESUME_DIR = "resume"
 BLOBS = "blobs"
 MANIFEST_PREFIX = "manifest-"
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +158,7 @@ def restore(repo: ArtifactRepository, out_dir: Path) -> int | None:
                 log.warning("synced checkpoint %s not usable: %s", name, exc)
                 continue
             for rel, path in got.items():
-                dest = out_dir / rel
+                dest = contained(out_dir, rel)  # checked for every file in _download_blobs
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.move(str(path), dest)
             return int(manifest["step"])
@@ -165,6 +168,9 @@ def restore(repo: ArtifactRepository, out_dir: Path) -> int | None:
 def _download_blobs(repo: ArtifactRepository, files: dict, tmp: Path) -> dict[str, Path]:
     got = {}
     for rel, meta in files.items():
+        contained(tmp / "out", rel)  # a name leading out of the trial folder: not usable
+        if not _SHA256.fullmatch(str(meta["sha256"])):
+            raise ValueError(f"{rel}: {meta['sha256']!r} is not a sha256")
         path = Path(repo.download_artifacts(f"{BLOBS}/{meta['sha256']}", str(tmp)))
         if file_sha256(path) != meta["sha256"]:
             raise ValueError(f"{rel}: hash mismatch")
