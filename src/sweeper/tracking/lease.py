@@ -38,6 +38,8 @@ TTL_S = 60.0
 """A lease without a heartbeat for this long is dead."""
 BEAT_S = 10.0
 SETTLE_S = 1.0
+RELEASE_S = 10.0
+"""How long a driver that is ending waits for the store to delete its lease."""
 
 
 class LeaseHeld(Exception):
@@ -107,9 +109,15 @@ class Lease:
 
     def release(self) -> None:
         """Stop the heartbeat and delete the tag, if it is still this driver's. A store
-        that cannot be reached now leaves the tag to expire (`TTL_S`)."""
+        that does not answer within `RELEASE_S` (MLflow's client retries a dead server
+        for minutes) is left alone: the tag expires (`TTL_S`), and on this host the
+        next driver sees this pid gone at once."""
         self._stop.set()
-        self._beat.join(timeout=5)
+        done = threading.Thread(target=self._delete, daemon=True)
+        done.start()
+        done.join(timeout=RELEASE_S)
+
+    def _delete(self) -> None:
         try:
             current = read_holder(self.client, self.experiment_id, self.sweep)
             if current is not None and current.token == self.holder.token:
