@@ -125,6 +125,8 @@ ARTIFACT_EVENTS = "events.jsonl"
 # Artifacts of the sweep (parent) run.
 ARTIFACT_SPEC = "spec.yaml"
 ARTIFACT_RESOLVED_SPEC = "spec.resolved.json"
+ARTIFACT_SPEC_BASES = "spec.bases"
+"""The files a spec `extends:`, nearest first: `spec.bases/1-demo.yaml`, ..."""
 ARTIFACT_REPORT_DIR = "report"
 
 # Files in a trial's local output folder (what `sweeper trial --out DIR` writes).

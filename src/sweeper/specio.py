@@ -1,4 +1,5 @@
-"""Loading a sweep file: YAML, `${ENV}`, dotted overrides, paths, and error reporting.
+"""Loading a sweep file: YAML, `extends:` bases, `${ENV}`, dotted overrides, paths, and
+error reporting.
 
 A spec error must be fixable from the message alone, so every problem is collected
 (never just the first), and each line names the file, the field path and what was
@@ -17,7 +18,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from sweeper import frameworks
+from sweeper import frameworks, specbase
 from sweeper.spec import SweepSpec
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -44,8 +45,50 @@ class SpecError(Exception):
 
 
 def load_spec(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> SweepSpec:
-    """Read, interpolate, override and validate a sweep file; raise SpecError on any fault."""
+    """Read (with its `extends:` chain), interpolate, override and validate a sweep
+    file; raise SpecError on any fault."""
     path = Path(path)
+    shown = str(path)
+    problems: list[SpecProblem] = []
+    raw = _read_chain(path, problems)
+    for item in overrides:
+        _apply_override(raw, item, shown, problems)
+    if problems:
+        raise SpecError(problems)
+    return validate_mapping(raw, shown, base_dir=path.resolve().parent)
+
+
+def _read_chain(path: Path, problems: list[SpecProblem]) -> dict[str, Any]:
+    """The file's mapping laid over its bases', each interpolated on its own so that a
+    problem names the file it is in."""
+    layers: list[dict[str, Any]] = []
+    chain: list[Path] = []
+    current = path
+    while True:
+        raw = _interpolate(_read_yaml(current), (), _shown(current, path), problems)
+        try:
+            base = specbase.base_of(raw, current)
+            if base is not None:
+                specbase.check_cycle([*chain, current.resolve()], base)
+                if not base.is_file():
+                    raise specbase.ChainError(f"base file not found: {base}")
+        except specbase.ChainError as exc:
+            where = _shown(current, path)
+            raise SpecError([SpecProblem(where, specbase.EXTENDS, str(exc))]) from None
+        raw.pop(specbase.EXTENDS, None)
+        layers.append(specbase.rebase_paths(raw, current.resolve().parent) if chain else raw)
+        chain.append(current.resolve())
+        if base is None:
+            break
+        current = base
+    merged: dict[str, Any] = {}
+    for layer in reversed(layers):
+        merged = specbase.merge(merged, layer)
+    return merged
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    """One sweep file's top-level mapping, or a SpecError naming the file."""
     shown = str(path)
     if not path.is_file():
         raise SpecError([SpecProblem(shown, "", "file not found")])
@@ -55,14 +98,17 @@ def load_spec(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> 
         raise SpecError([SpecProblem(shown, "", f"not valid YAML: {exc}")]) from None
     if not isinstance(raw, dict):
         raise SpecError([SpecProblem(shown, "", "expected a mapping of fields at the top level")])
+    return raw
 
-    problems: list[SpecProblem] = []
-    raw = _interpolate(raw, (), shown, problems)
-    for item in overrides:
-        _apply_override(raw, item, shown, problems)
-    if problems:
-        raise SpecError(problems)
-    return validate_mapping(raw, shown, base_dir=path.resolve().parent)
+
+def _shown(path: Path, leaf: Path) -> str:
+    """The leaf as the user typed it; a base relative to the working folder if under it."""
+    if path is leaf:
+        return str(leaf)
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path.resolve())
 
 
 def validate_mapping(raw: dict[str, Any], shown: str, base_dir: Path) -> SweepSpec:

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from sweeper import layout
 from sweeper.specio import validate_mapping
@@ -251,3 +252,21 @@ def test_parent_run_records_spec_provenance_and_cluster(client, experiment, tmp_
     assert Path(written).read_text() == "name: t\n# as written\n"
     resolved = client.download_artifacts(parent, layout.ARTIFACT_RESOLVED_SPEC, str(folder))
     assert json.loads(Path(resolved).read_text())["grid"]["seed"] == [1, 2]
+
+
+def test_sweep_record_keeps_the_spec_and_every_base_it_extends(client, experiment, tmp_path):
+    from sweeper.specio import load_spec
+    from sweeper.tracking.sweep_run import open_sweep_run, record_sweep
+
+    (tmp_path / "base.yaml").write_text(yaml.safe_dump(minimal_spec()), encoding="utf-8")
+    leaf = tmp_path / "leaf.yaml"
+    leaf.write_text("extends: base.yaml\nretries: 0\n", encoding="utf-8")
+    spec = load_spec(leaf)
+    parent = open_sweep_run(client, experiment, spec)
+    record_sweep(client, parent, spec, leaf, 1)
+    got = Path(client.download_artifacts(parent, "", str(tmp_path / "down")))
+    assert (got / "spec.yaml").read_text(encoding="utf-8") == leaf.read_text(encoding="utf-8")
+    assert (got / "spec.bases" / "1-base.yaml").read_text(encoding="utf-8") == (
+        tmp_path / "base.yaml"
+    ).read_text(encoding="utf-8")
+    assert json.loads((got / "spec.resolved.json").read_text(encoding="utf-8"))["retries"] == 0

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from sweeper import layout
 from sweeper.redact import redact, redact_values
 from sweeper.spec import SweepSpec
+from sweeper.specbase import spec_files
 from sweeper.tracking.runs import role_filter, search_all
 
 if TYPE_CHECKING:
@@ -58,8 +59,11 @@ def record_sweep(
     (`sweeper.redact`): `${VAR}` puts environment values into the resolved spec."""
     from mlflow.utils.mlflow_tags import MLFLOW_GIT_COMMIT
 
-    written = spec_file.read_text(encoding="utf-8")
-    client.log_text(run_id, redact(written), layout.ARTIFACT_SPEC)
+    leaf, *bases = spec_files(spec_file)
+    client.log_text(run_id, redact(leaf.read_text(encoding="utf-8")), layout.ARTIFACT_SPEC)
+    for depth, base in enumerate(bases, start=1):
+        written = redact(base.read_text(encoding="utf-8"))
+        client.log_text(run_id, written, f"{layout.ARTIFACT_SPEC_BASES}/{depth}-{base.name}")
     resolved = json.dumps(spec.model_dump(mode="json"), indent=2, sort_keys=True)
     client.log_text(run_id, redact(resolved), layout.ARTIFACT_RESOLVED_SPEC)
     tags = {TAG_TRIALS: str(trials)}
