@@ -152,6 +152,9 @@ class ModelConfig(Strict):
         return self
 
 
+Precision = Literal["fp32", "fp16", "bf16"]
+
+
 class TrainConfig(Strict):
     """The fine-tuning recipe; both frameworks get these same numbers."""
 
@@ -170,6 +173,12 @@ class TrainConfig(Strict):
     clip_norm: float = Field(0.0, ge=0)
     """Gradient clipping norm; 0 disables it."""
     num_classes: int = Field(2, ge=2)
+    precision: Precision = "fp32"
+    """Arithmetic of fine-tuning (not of the pretraining stage): `fp32`; `bf16` (CPUs with
+    AVX-512 BF16 or AMX run it natively, older ones emulate it slowly; CUDA from Ampere
+    on); `fp16` (CUDA only: a spec asking for it without `resources.gpu` is refused).
+    Mapped to fairseq's `--bf16`/`--fp16` and transformers' `bf16`/`fp16`. A grid axis
+    like any other; part of the trial key when not fp32."""
     timeout_min: float | None = Field(None, gt=0)
     """Per-trial wall-clock limit in minutes; a trial past it fails with that reason."""
 
@@ -314,6 +323,18 @@ class SweepSpec(Strict):
                 f"grid.seed (the confirm stage's seeds) repeats tuning seed(s) {overlap}: "
                 "their confirm scores would be biased upward by the selection. Drop them "
                 "from grid.seed, or set search.allow_seed_overlap: true"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _fp16_needs_cuda(self) -> SweepSpec:
+        asked = {self.train.precision, *self.grid.params.get("train.precision", [])}
+        searched = self.search.space.get("train.precision") if self.search else None
+        asked |= set(searched.values or []) if searched else set()
+        if "fp16" in asked and self.resources.gpu == 0:
+            raise ValueError(
+                "train.precision fp16 runs on CUDA only, and resources.gpu is 0 (trials run "
+                "on CPU): use bf16 or fp32 on CPU, or give each trial a GPU"
             )
         return self
 

@@ -19,6 +19,13 @@ from sweeper import frameworks
 from sweeper.redact import safe_name
 from sweeper.spec import SweepSpec
 
+KEYED_WHEN_SET: dict[str, Any] = {"precision": "fp32"}
+"""Recipe fields added after trial keys were first recorded, with the value every older
+trial ran with: at that value a field is left out of the key, so a store made before the
+field existed resumes and summarises under the same keys (docs/architecture.md,
+invariant 1). Its MLflow param is logged either way."""
+_ALWAYS = object()
+
 
 @dataclass(frozen=True)
 class Trial:
@@ -70,7 +77,13 @@ class Trial:
 
     @property
     def key(self) -> str:
-        canonical = json.dumps(self.identity(), sort_keys=True, separators=(",", ":"))
+        identity = self.identity()
+        identity["train"] = {
+            name: value
+            for name, value in self.train.items()
+            if KEYED_WHEN_SET.get(name, _ALWAYS) != value
+        }
+        canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 

@@ -186,6 +186,40 @@ def test_cuda_job_trains_on_the_gpu(tmp_path: Path) -> None:
     assert flag(args, "--distributed-world-size") == "1"
 
 
+@pytest.mark.parametrize(
+    ("precision", "device", "flags"),
+    [
+        ("fp32", "cpu", {"--cpu"}),
+        ("bf16", "cpu", {"--cpu", "--bf16"}),
+        ("bf16", "cuda", {"--bf16"}),
+        ("fp16", "cuda", {"--fp16"}),
+    ],
+)
+def test_precision_is_fairseqs_own_switch(tmp_path: Path, precision, device, flags) -> None:
+    job = make_job(tmp_path, device=device, train={"precision": precision})
+    args = set(FairseqTrainer().command(job))
+    assert flags <= args
+    assert not ({"--cpu", "--bf16", "--fp16", "--tpu"} - flags) & args
+
+
+def test_bf16_does_not_turn_on_fairseqs_tpu_mode() -> None:
+    """fairseq's argument post-processing sets tpu with bf16 (fix 7 undoes it)."""
+    pytest.importorskip("fairseq")
+    from fairseq import options
+
+    from sweeper.trainers.fairseq_main import bf16_without_tpu
+
+    original = options.parse_args_and_arch
+    argv = ["data", "--task", "sentence_prediction", "--arch", "roberta_base", "--bf16", "--cpu"]
+    try:
+        assert options.parse_args_and_arch(options.get_training_parser(), argv).tpu
+        bf16_without_tpu(argv)
+        parsed = options.parse_args_and_arch(options.get_training_parser(), argv)
+        assert parsed.bf16 and not parsed.tpu
+    finally:
+        options.parse_args_and_arch = original
+
+
 def test_log_interval_follows_job_extra(tmp_path: Path) -> None:
     args = FairseqTrainer().command(make_job(tmp_path, extra={"log_interval": 5}))
     assert flag(args, "--log-interval") == "5"

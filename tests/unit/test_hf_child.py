@@ -89,6 +89,14 @@ def test_training_arguments_spell_the_fairseq_recipe(tmp_path):
     assert training_arguments(_job(tmp_path, clip_norm=1.5)).max_grad_norm == 1.5
 
 
+@pytest.mark.parametrize(
+    ("precision", "bf16", "fp16"), [("fp32", False, False), ("bf16", True, False)]
+)
+def test_precision_is_transformers_own_switch(tmp_path, precision, bf16, fp16):
+    args = training_arguments(_job(tmp_path, precision=precision))
+    assert (args.bf16, args.fp16) == (bf16, fp16)
+
+
 def test_weight_decay_reaches_biases_and_layer_norms_as_in_fairseq():
     model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.LayerNorm(2))
     names = FairseqRecipeTrainer.get_decay_parameter_names(None, model)  # type: ignore[arg-type]

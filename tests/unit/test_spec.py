@@ -127,6 +127,19 @@ def test_malformed_spec_exits_2_naming_the_field(write_spec, capsys, what, mutat
     assert words.lower() in line.lower(), line
 
 
+@pytest.mark.parametrize(
+    "overrides",
+    [["train.precision=fp16"], ["grid.params={train.precision: [fp32, fp16]}"]],
+)
+def test_fp16_without_a_gpu_is_refused(write_spec, overrides):
+    path = write_spec(minimal_spec())
+    with pytest.raises(SpecError, match="fp16 runs on CUDA only"):
+        load_spec(path, overrides)
+    spec = load_spec(path, [*overrides, "resources.gpu=1"])
+    assert "fp16" in {spec.train.precision, *spec.grid.params.get("train.precision", [])}
+    assert load_spec(path, ["train.precision=bf16"]).train.precision == "bf16"
+
+
 def test_seed_overlap_is_allowed_when_said(write_spec):
     search = {"space": {"train.lr": {"type": "uniform", "low": 0, "high": 1}}}
     assert main(["validate", str(write_spec(_set(minimal_spec(), "search", search)))]) == 2

@@ -101,6 +101,7 @@ def test_tables_show_the_records():
     assert [c.header for c in table1.columns] == [
         "Group",
         "Seed",
+        "Precision",
         "Valid acc",
         "Step",
         "Epoch",
@@ -111,6 +112,7 @@ def test_tables_show_the_records():
     assert table1.text_rows()[0] == [
         "fairseq/pretrained/full",
         "1",
+        "fp32",
         "81.40",
         "1125",
         "5",
@@ -118,7 +120,7 @@ def test_tables_show_the_records():
         "12.3",
         "run01fai",
     ]
-    assert table1.text_rows()[1][4] == "3"
+    assert table1.text_rows()[1][5] == "3"
     assert "Std (ddof=1)" in [c.header for c in table2.columns]
     assert table2.text_rows()[0][:9] == [
         "fairseq/pretrained/full",
@@ -153,8 +155,8 @@ def test_tables_show_the_records():
 
 def test_markdown_escapes_pipes_and_aligns_numbers():
     text = to_markdown(make_summary())
-    assert "| Group | Seed | Valid acc |" in text
-    assert "|---|---:|---:|" in text
+    assert "| Group | Seed | Precision | Valid acc |" in text
+    assert "|---|---:|---|---:|" in text
     assert "failed \\| crashed" in text
     assert "| hf/pretrained/lora[lora.r=8] | 1 | 70.00 | n/a | n/a |" in text
     assert "nan" not in text.lower()

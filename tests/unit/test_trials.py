@@ -76,3 +76,29 @@ def test_grid_params_are_validated_like_the_yaml(write_spec):
         assert "epochs" in str(exc)
     else:
         raise AssertionError("epochs=0 from the grid was accepted")
+
+
+def test_fp32_keeps_the_keys_trials_had_before_precision_existed(write_spec):
+    """Keys recorded before `train.precision` hashed a recipe without it; an fp32 trial
+    must still find its run (resume, summarize), so fp32 stays out of the key."""
+    import hashlib
+    import json
+
+    for trial in expand(_spec(write_spec))[0]:
+        assert trial.train["precision"] == "fp32"
+        old = trial.identity()
+        old["train"] = {k: v for k, v in old["train"].items() if k != "precision"}
+        canonical = json.dumps(old, sort_keys=True, separators=(",", ":"))
+        assert trial.key == hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def test_precision_is_part_of_the_key_and_the_params(write_spec):
+    from sweeper.tracking.runs import flatten_params
+
+    fp32 = expand(_spec(write_spec))[0]
+    bf16 = expand(_spec(write_spec, ["train.precision=bf16"]))[0]
+    assert {t.key for t in fp32}.isdisjoint(t.key for t in bf16)
+    assert flatten_params(fp32[0].identity())["train.precision"] == "fp32"
+    assert flatten_params(bf16[0].identity())["train.precision"] == "bf16"
+    axis = expand(_spec(write_spec, ["grid.params={train.precision: [fp32, bf16]}"]))[0]
+    assert len({t.key for t in axis}) == 24 and {t.key for t in fp32} < {t.key for t in axis}

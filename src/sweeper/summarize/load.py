@@ -108,6 +108,10 @@ def find_experiment(client: MlflowClient, name: str) -> Experiment:
     return experiment
 
 
+PARAM_PRECISION = "train.precision"
+"""The MLflow param (`tracking.runs.flatten_params` spells the spec's field so)."""
+
+
 def load_runs(client: MlflowClient, experiment_id: str) -> list[RunRecord]:
     """Every active run of the experiment (all pages), as RunRecords."""
     return [to_record(run) for run in search_all(client, experiment_id)]
@@ -143,6 +147,7 @@ def to_record(run: Run) -> RunRecord:
         latest=dict(run.data.metrics),
         search_params=tags.get(layout.TAG_SEARCH_PARAMS),
         inputs=tags.get(layout.TAG_INPUTS),
+        precision=run.data.params.get(PARAM_PRECISION, "fp32"),
     )
 
 

@@ -54,6 +54,8 @@ class RunRecord:
     """Search and confirm trials: JSON of the searched values (the sweeper.search_params tag)."""
     inputs: str | None = None
     """JSON of the inputs' digests the trial was made from (the sweeper.inputs tag)."""
+    precision: str = "fp32"
+    """The `train.precision` param; runs from before the field existed ran in fp32."""
 
     @property
     def variant(self) -> str:
@@ -95,6 +97,8 @@ class CountedTrial:
     trainable_params: int | None
     valid_curve: tuple[tuple[int, float], ...] = field(default=(), repr=False)
     """Validation accuracy per step (for the figures; not written to the tables)."""
+    precision: str = "fp32"
+    """Arithmetic it was fine-tuned in (`train.precision`)."""
     diverged: bool = False
     """Its last train loss is NaN or infinite. Still counted (its best checkpoint came
     before), and its group's Table 2 note says so."""

@@ -118,6 +118,7 @@ def best_checkpoint(
         wall_time=run.wall_time,
         trainable_params=run.trainable_params,
         valid_curve=tuple(sorted(valid.items())),
+        precision=run.precision,
         diverged=non_finite_loss(run),
     )
 

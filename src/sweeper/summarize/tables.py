@@ -85,6 +85,7 @@ def build_tables(summary: Summary) -> list[Table]:
         (
             Column("Group", _field("group"), numeric=False),
             Column("Seed", _field("seed")),
+            Column("Precision", _field("precision"), numeric=False),
             Column("Valid acc", _field("best_valid_accuracy", _acc)),
             Column("Step", _field("best_step")),
             Column("Epoch", _field("best_epoch", _epoch)),

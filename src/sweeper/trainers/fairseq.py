@@ -51,12 +51,13 @@ def arch_flags(arch: Mapping[str, Any]) -> list[str]:
     return fairseq_arch_args(ArchConfig.model_validate(dict(arch)))
 
 
-def device_flags(device: str) -> list[str]:
-    """`--cpu` unless CUDA; one process per trial (Ray gives it its device), fp32 on
-    both devices so fairseq and HF trials compute in the same precision."""
-    if device.startswith("cuda"):
-        return ["--distributed-world-size", "1"]
-    return ["--cpu"]
+def device_flags(device: str, precision: str = "fp32") -> list[str]:
+    """`--cpu` unless CUDA (one process per trial: Ray gives it its device), then the
+    trial's precision (`train.precision`): fp32 by default, as HF's trials, so both
+    frameworks compute alike. fairseq's `--bf16`/`--fp16` cast the model and keep fp32
+    master weights in its FP16Optimizer, as transformers' mixed precision does."""
+    flags = ["--distributed-world-size", "1"] if device.startswith("cuda") else ["--cpu"]
+    return flags + ({"fp16": ["--fp16"], "bf16": ["--bf16"]}.get(precision, []))
 
 
 def train_args(job: TrialJob) -> list[str]:
@@ -103,7 +104,7 @@ def train_args(job: TrialJob) -> list[str]:
         "--finetune-from-model", job.init_checkpoint,
         "--log-format", "json", "--log-interval", str(log_interval(job)),
         "--num-workers", "0",
-        *device_flags(job.device),
+        *device_flags(job.device, str(train.get("precision", "fp32"))),
     ]  # fmt: skip
 
 

@@ -20,6 +20,9 @@ and applies these fixes around fairseq's own training:
    the pretraining stage) still reads `long` from.
 6. The process exits without interpreter teardown after a successful run
    (`exit_now`): teardown sometimes aborted with SIGABRT after everything was saved.
+7. fairseq's `--bf16` "implies --tpu" (a TPU through torch_xla, absent here): bf16 on
+   CPU or CUDA would fail at start. The implication is undone unless `--tpu` was given
+   (`bf16_without_tpu`); fairseq's own bf16 code path then runs on the trial's device.
 
 After training, checkpoint_best.pt loses its optimizer state (`drop_training_state`).
 """
@@ -114,6 +117,23 @@ def die_with_parent() -> None:
         prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
+def bf16_without_tpu(argv: list[str]) -> None:
+    """Keep `--bf16` on the trial's device (fix 7): fairseq's argument post-processing
+    sets `tpu` whenever `bf16` is set; reset it when `--tpu` was not asked for."""
+    from fairseq import options
+
+    if "--tpu" in argv:
+        return
+    original = options.parse_args_and_arch
+
+    def parse_args_and_arch(*args, **kwargs):  # type: ignore[no-untyped-def]
+        parsed = original(*args, **kwargs)
+        parsed.tpu = False
+        return parsed
+
+    options.parse_args_and_arch = parse_args_and_arch
+
+
 def _save_dir(argv: list[str]) -> Path | None:
     """The --save-dir in fairseq-train arguments (either spelling), if given."""
     for index, arg in enumerate(argv):
@@ -137,6 +157,7 @@ def main(argv: list[str]) -> None:
     allow_fairseq_checkpoints()
     keep_earliest_best()
     restore_numpy_compat()
+    bf16_without_tpu(argv)
     sys.argv = ["fairseq-train", *argv]
     train.cli_main()
     if save_dir is not None:

@@ -182,6 +182,8 @@ def training_arguments(job: TrialJob) -> TrainingArguments:
         dataloader_num_workers=0,
         dataloader_pin_memory=cuda,
         use_cpu=not cuda,
+        bf16=train.get("precision") == "bf16",  # autocast, fp32 master weights
+        fp16=train.get("precision") == "fp16",  # CUDA only (the spec refuses it on CPU)
         label_names=["labels"],
         remove_unused_columns=False,
         log_level="warning",

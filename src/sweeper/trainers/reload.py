@@ -26,6 +26,14 @@ def _device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def _dtype(job: TrialJob) -> torch.dtype | None:
+    """The trial's reduced precision (`train.precision`), None for fp32: the record was
+    measured in it, so it is measured again in it."""
+    import torch
+
+    return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(job.train.get("precision", ""))
+
+
 def _percent(correct: int, total: int) -> float:
     if total == 0:
         raise ValueError("the test split is empty")
@@ -48,6 +56,8 @@ def fairseq_test_accuracy(job: TrialJob, checkpoint: Path) -> float:
         bpe=None,  # ids are binarized already; the default gpt2 BPE would download files
     )
     hub.eval().to(_device())
+    if _dtype(job) is not None:
+        hub.to(_dtype(job))  # fairseq's --bf16/--fp16 run the whole model in that type
     hub.task.load_dataset("test")
     dataset = hub.task.datasets["test"]
     correct = 0
@@ -64,10 +74,16 @@ def fairseq_test_accuracy(job: TrialJob, checkpoint: Path) -> float:
 def hf_test_accuracy(job: TrialJob, checkpoint: Path) -> float:
     """Reload `checkpoint` with transformers (full fine-tuning) or as PEFT adapters on
     the trial's init weights (LoRA), and classify the prepared HF test split."""
+    import contextlib
+
+    import torch
+
     from sweeper.trainers.hf_data import read_split
 
     model = _hf_model(job, checkpoint).to(_device()).eval()
-    return _classify(model, read_split(Path(job.hf_data) / "test.jsonl"))
+    dtype = _dtype(job)  # transformers' bf16/fp16: fp32 weights under autocast
+    with torch.autocast(_device(), dtype=dtype) if dtype else contextlib.nullcontext():
+        return _classify(model, read_split(Path(job.hf_data) / "test.jsonl"))
 
 
 def _hf_model(job: TrialJob, checkpoint: Path) -> torch.nn.Module:
