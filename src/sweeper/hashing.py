@@ -18,3 +18,12 @@ def file_sha256(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def tree_sha256(folder: Path) -> str:
+    """sha256 of a folder's regular files: each relative name with its content hash, in
+    name order (an HF model folder used as a checkpoint is keyed by this)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
+        digest.update(f"{path.relative_to(folder).as_posix()}\0{file_sha256(path)}\n".encode())
+    return digest.hexdigest()

@@ -141,7 +141,11 @@ class ModelConfig(Strict):
     dictionary: SpecPath
     """fairseq `dict.txt`: pieces to ids, shared by both frameworks."""
     checkpoint: SpecPath | None = None
-    """Pretrained fairseq checkpoint (`model.pt`); the `pretrained` init starts here."""
+    """Pretrained weights; the `pretrained` init starts here. A fairseq checkpoint
+    (`model.pt`), or a HuggingFace model folder (`config.json`, weights, tokenizer: a
+    RoBERTa/CamemBERT/XLM-R `*ForMaskedLM` or `*Model`), converted once to fairseq's
+    format. Its config must match `model.arch`, and its tokenizer must give
+    `model.dictionary`'s pieces the same ids."""
     pretrain: PretrainConfig | None = None
     """Build the pretrained checkpoint with sweeper's own pretraining stage instead."""
 

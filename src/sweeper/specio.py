@@ -258,5 +258,7 @@ def check_files(spec: SweepSpec, shown: str) -> list[SpecProblem]:
                 need(f"data.splits.{split}", spec.data.dir / f"{stem}.{suffix}")
         need("model.sentencepiece", spec.model.sentencepiece)
         need("model.dictionary", spec.model.dictionary)
-    need("model.checkpoint", spec.model.checkpoint)
+    checkpoint = spec.model.checkpoint
+    if checkpoint is not None and not checkpoint.is_dir():  # a folder: an HF model
+        need("model.checkpoint", checkpoint)
     return problems

@@ -128,6 +128,13 @@ def check_dict(path: Path) -> list[str]:
     return symbols
 
 
+def fairseq_ids(path: Path) -> dict[str, int]:
+    """Every symbol's id as fairseq numbers them: the specials, dict.txt's symbols in
+    order, then `<mask>` (what an HF tokenizer must agree with to share a model)."""
+    symbols = [*FAIRSEQ_SPECIALS, *check_dict(path), "<mask>"]
+    return {symbol: index for index, symbol in enumerate(symbols)}
+
+
 def _parse_dict_line(line: str, path: Path, number: int) -> tuple[str, bool]:
     """`symbol count [#fairseq:overwrite]` -> (symbol, overwrite), as fairseq reads it."""
     symbol, _, field = line.rpartition(" ")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import pickle
 import zipfile
+from pathlib import Path
 
 from sweeper.data.errors import DataError
 from sweeper.spec import SweepSpec
@@ -69,9 +70,13 @@ def check_checkpoint(spec: SweepSpec, vocab_size: int | None) -> None:
     path = spec.model.checkpoint
     if path is None or "pretrained" not in spec.grid.init:
         return
+    if path.is_dir():
+        check_hf_folder(spec, path, vocab_size)
+        return
     if not path.is_file():
         raise DataError(
-            "pretrained checkpoint not found (model.checkpoint; expected a fairseq model.pt)",
+            "pretrained checkpoint not found (model.checkpoint; expected a fairseq model.pt "
+            "or an HF model folder)",
             path,
         )
     import torch
@@ -96,3 +101,16 @@ def check_checkpoint(spec: SweepSpec, vocab_size: int | None) -> None:
         raise DataError(
             f"{detail} (expected the encoder of model.arch with vocab_size {vocab_size})", path
         ) from None
+
+
+def check_hf_folder(spec: SweepSpec, folder: Path, vocab_size: int | None) -> None:
+    """An HF folder as `model.checkpoint`: every problem `sweeper.models.hf_import`
+    finds, at once (the vocabulary only when the dictionary exists already)."""
+    from sweeper.data.vocab import fairseq_ids
+    from sweeper.models.hf_import import folder_problems
+
+    dictionary = spec.model.dictionary
+    ids = fairseq_ids(dictionary) if dictionary.is_file() else None
+    problems = folder_problems(folder, spec.model.arch, vocab_size, dictionary, ids)
+    if problems:
+        raise DataError("not usable as the pretrained model: " + "; ".join(problems), folder)

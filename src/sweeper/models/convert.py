@@ -1,4 +1,4 @@
-"""fairseq RoBERTa weights -> HF `RobertaForSequenceClassification` / `RobertaForMaskedLM`.
+"""fairseq RoBERTa weights <-> HF RoBERTa-family weights, by one table of names.
 
 This is what makes "same starting weights" (docs/architecture.md, invariant 2) true for
 the HF trials: the pretrained checkpoint exists in fairseq format only, and the random
@@ -14,6 +14,10 @@ The two models are the same network under different names, except:
 
 Every fairseq key is either mapped or explicitly ignored: an unknown key is an error, so
 a checkpoint of a different architecture fails loudly instead of converting partially.
+
+`hf_to_fairseq` is the reverse, for a pretrained HF folder used as `model.checkpoint`
+(`sweeper.models.hf_import`): it reads the same tables backwards, so the two directions
+cannot drift apart.
 """
 
 from __future__ import annotations
@@ -146,3 +150,65 @@ def _require_present(
         raise ValueError(f"no classification head {head!r} in the state dict (has: {heads})")
     if lm_head and "lm_head.decoder.weight" not in out:
         raise ValueError("no encoder.lm_head.* in the state dict")
+
+
+_FAIRSEQ_VERSION_KEY = "encoder.sentence_encoder.version"
+_HF_IGNORED = (
+    "roberta.pooler.",
+    "roberta.embeddings.position_ids",
+    "roberta.embeddings.token_type_ids",
+)
+"""HF tensors fairseq has no use for: the pooler (fairseq's classification head has its
+own dense layer) and index buffers."""
+
+
+def hf_to_fairseq(state: dict[str, Tensor]) -> dict[str, Tensor]:
+    """Convert an HF RoBERTa-family state dict (`*ForMaskedLM`, or the bare `*Model`
+    without the `roberta.` prefix) into a fairseq RoBERTa `model` state dict.
+
+    HF's token-type row 0 is added to every position row (fairseq has no token types;
+    HF adds row 0 to every token, so the sum is unchanged). A bare `*Model` has no LM
+    head: the result then has none either (`has_lm_head` says so). A tied LM-head
+    weight that `save_pretrained` left out is the word embeddings. Unknown keys raise.
+    """
+    state = {
+        (k if k.startswith(("roberta.", "lm_head.")) else f"roberta.{k}"): v
+        for k, v in state.items()
+    }
+    encoder = {hf: f"{_ENC}{fs}" for fs, hf in _EMBEDDINGS.items()}
+    lm_head = {hf: fs for fs, hfs in _LM_HEAD.items() for hf in hfs}
+    out: dict[str, Tensor] = {}
+    unknown: list[str] = []
+    for key, value in state.items():
+        fs_key = encoder.get(key) or _hf_layer_key(key) or lm_head.get(key)
+        if fs_key is not None:
+            out.setdefault(fs_key, value)
+        elif not (key == TOKEN_TYPE_KEY or key.startswith(_HF_IGNORED)):
+            unknown.append(key)
+    if unknown:
+        raise ValueError(f"HF keys with no fairseq counterpart: {', '.join(sorted(unknown))}")
+    word = f"{_ENC}embed_tokens.weight"
+    if word not in out:
+        raise ValueError("not a RoBERTa-family state dict: no embeddings.word_embeddings")
+    if TOKEN_TYPE_KEY in state:
+        positions = f"{_ENC}embed_positions.weight"
+        out[positions] = out[positions] + state[TOKEN_TYPE_KEY][0]
+    if has_lm_head(out):
+        out.setdefault("encoder.lm_head.weight", out[word])  # tied, not saved by HF
+    out[_FAIRSEQ_VERSION_KEY] = torch.tensor([3.0])  # fairseq's encoder format version
+    return out
+
+
+def has_lm_head(state: dict[str, Tensor]) -> bool:
+    """Whether a fairseq state dict carries the masked-LM head's own layers."""
+    return "encoder.lm_head.dense.weight" in state
+
+
+def _hf_layer_key(key: str) -> str | None:
+    """fairseq name of a `roberta.encoder.layer.N.*` key, or None if it is not one."""
+    match = re.fullmatch(rf"{re.escape(_HF_ENC)}(\d+)\.(.+)\.(weight|bias)", key)
+    if match is None:
+        return None
+    index, module, kind = match.groups()
+    reverse = {hf: fs for fs, hf in _LAYER_MODULES.items()}
+    return f"{_ENC}layers.{index}.{reverse[module]}.{kind}" if module in reverse else None

@@ -28,7 +28,7 @@ from torch import Tensor
 
 from sweeper.hashing import file_sha256
 from sweeper.models.arch import HEAD_NAME, build_fairseq_model, hf_config
-from sweeper.models.convert import fairseq_to_hf, normalise_fairseq_keys
+from sweeper.models.convert import fairseq_to_hf, has_lm_head, normalise_fairseq_keys
 from sweeper.spec import ArchConfig
 
 if TYPE_CHECKING:
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 FORMAT_VERSION = 1
 """Bump when what the file contains changes for the same inputs: old caches then miss."""
 INITS = ("random", "pretrained")
+_NO_LM_HEAD = ("classification_heads.", "encoder.lm_head.")
 
 
 def derived_seed(seed: int, purpose: str) -> int:
@@ -80,7 +81,7 @@ def init_checkpoint(
     if path.is_file():
         return path
     state = initial_state(arch, vocab_size, num_classes, init, seed, pretrained)
-    _atomic_save(_fairseq_checkpoint(state, identity), path)
+    atomic_save(_fairseq_checkpoint(state, identity), path)
     return path
 
 
@@ -124,7 +125,9 @@ def read_fairseq_state(path: Path) -> dict[str, Tensor]:
 def _load_pretrained_encoder(model: RobertaModel, path: Path) -> None:
     """Copy every encoder and LM-head weight from a pretrained fairseq checkpoint.
 
-    Its classification heads (another task's) are dropped; the seed's head stays. Any
+    Its classification heads (another task's) are dropped; the seed's head stays. An
+    encoder without an LM head (converted from an HF `*Model` folder) keeps the seed's
+    fresh one: fine-tuning never uses it. Any
     missing, extra or differently shaped tensor is an error naming it: a pretrained
     checkpoint of another architecture or vocabulary must not load partially.
     """
@@ -134,7 +137,8 @@ def _load_pretrained_encoder(model: RobertaModel, path: Path) -> None:
         for key, value in normalise_fairseq_keys(read_fairseq_state(path)).items()
         if not key.startswith("classification_heads.")
     }
-    wanted = {key for key in own if not key.startswith("classification_heads.")}
+    skipped = ("classification_heads.",) if has_lm_head(loaded) else _NO_LM_HEAD
+    wanted = {key for key in own if not key.startswith(skipped)}
     problems = [f"missing {key}" for key in sorted(wanted - loaded.keys())]
     problems += [f"unexpected {key}" for key in sorted(loaded.keys() - own.keys())]
     problems += [
@@ -177,7 +181,7 @@ def _fairseq_checkpoint(state: dict[str, Tensor], identity: dict[str, Any]) -> d
     }
 
 
-def _atomic_save(obj: Any, path: Path) -> None:
+def atomic_save(obj: Any, path: Path) -> None:
     """torch.save to a temporary file beside `path`, then rename it into place."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

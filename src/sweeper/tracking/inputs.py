@@ -91,8 +91,10 @@ def _data(spec: SweepSpec) -> str:
 def _file(path: Any) -> str:
     from pathlib import Path
 
-    from sweeper.hashing import file_sha256
+    from sweeper.hashing import file_sha256, tree_sha256
 
+    if Path(path).is_dir():  # an HF model folder
+        return tree_sha256(Path(path))[:16]
     return file_sha256(Path(path))[:16] if Path(path).is_file() else MISSING
 
 

@@ -46,7 +46,7 @@ def prepare_inputs(spec: SweepSpec, log: Log = print, need_pretrained: bool = Tr
     pretrained: Path | None = None
     if need_pretrained and "pretrained" in spec.grid.init:
         if spec.model.checkpoint is not None:
-            pretrained = spec.model.checkpoint
+            pretrained = pretrained_file(spec, prepared.vocab_size, log)
         else:
             from sweeper.trainers.pretrain import pretrain
 
@@ -59,6 +59,28 @@ def prepare_inputs(spec: SweepSpec, log: Log = print, need_pretrained: bool = Tr
         num_train=prepared.num_train,
         pretrained=pretrained,
     )
+
+
+def pretrained_file(spec: SweepSpec, vocab_size: int, log: Log = print) -> Path:
+    """`model.checkpoint` as the fairseq file trials start from: itself, or an HF model
+    folder converted once into `output_dir/pretrained/hf-<hash>/model.pt` after the
+    checks preflight could not make yet (the vocabulary of a generated dictionary)."""
+    from sweeper.data.errors import DataError
+    from sweeper.data.vocab import fairseq_ids
+    from sweeper.models.hf_import import folder_problems, import_checkpoint, is_hf_folder
+
+    folder, dictionary = spec.model.checkpoint, spec.model.dictionary
+    assert folder is not None
+    if not is_hf_folder(folder):
+        return folder
+    problems = folder_problems(
+        folder, spec.model.arch, vocab_size, dictionary, fairseq_ids(dictionary)
+    )
+    if problems:
+        raise DataError("not usable as the pretrained model: " + "; ".join(problems), folder)
+    converted = import_checkpoint(folder, spec.output_dir / "pretrained")
+    log(f"pretrained checkpoint: HF folder {folder}, converted to {converted}")
+    return converted
 
 
 def _check_classes(spec: SweepSpec, labels: tuple[str, ...]) -> None:
