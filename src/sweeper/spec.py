@@ -87,10 +87,27 @@ class DataConfig(Strict):
     """Raw text files end in this suffix: one review per line."""
     label_suffix: str = "label"
     """Label files end in this suffix: one label per line, aligned with the text."""
+    text2_suffix: str | None = None
+    """Sentence pairs (paraphrase, inference: PAWS-X, XNLI): each example's second text
+    is in `{split}.{text2_suffix}`, line by line with the first. Both frameworks get
+    RoBERTa's pair layout `<s> A </s></s> B </s>` (fairseq `input0`/`input1`); a pair
+    longer than `max_positions` loses tokens from its longer text first. With
+    `source: generated`, the demo writes a pair task: do two reviews share an opinion?
+    (label `labels[1]`: same, `labels[0]`: opposite). None: single texts."""
     labels: list[str] = Field(default_factory=lambda: ["0", "1"], min_length=2)
     """Allowed labels; their order fixes the class index."""
     generate: GenerateConfig | None = None
     """Generator settings; required when `source: generated`."""
+
+    @model_validator(mode="after")
+    def _suffixes_differ(self) -> DataConfig:
+        suffixes = [self.text_suffix, self.label_suffix, self.text2_suffix]
+        named = [s for s in suffixes if s is not None]
+        if len(set(named)) != len(named):
+            raise ValueError(
+                f"text_suffix, label_suffix and text2_suffix must differ (got {named})"
+            )
+        return self
 
     @model_validator(mode="after")
     def _generated_needs_settings(self) -> DataConfig:

@@ -183,3 +183,47 @@ def test_fairseq_train_masked_lm_accepts_the_pretrain_data(demo, tmp_path) -> No
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert "num_updates 2" in result.stdout + result.stderr
+
+
+@pytest.fixture(scope="module")
+def pairs(tmp_path_factory) -> tuple[object, PreparedData]:
+    """The demo's pair task (`data.text2_suffix`), with max_positions 24 so that some
+    pairs (up to ~40 tokens) must be truncated."""
+    spec = small_demo(
+        tmp_path_factory.mktemp("pairs"), "data.text2_suffix=review2", "model.arch.max_positions=24"
+    )
+    return spec, prepare(spec, log=lambda _: None)
+
+
+@pytest.mark.parametrize("split", SPLITS)
+def test_pair_ids_are_identical_in_both_frameworks(pairs, split) -> None:
+    """fairseq's sentence_prediction task (input0 + input1, init and separator tokens)
+    builds, for every pair, exactly the sequence the HF jsonl holds."""
+    spec, data = pairs
+    assert (data.fairseq_dir / "input1" / f"{split}.bin").is_file()
+    dataset = load_task_split(data, split)
+    rows = hf_rows(data, split)
+    assert len(dataset) == len(rows) == data.num_sentences(split)
+    for i, row in enumerate(rows):
+        assert dataset[i]["net_input.src_tokens"].tolist() == row["input_ids"], i
+        assert dataset[i]["target"].tolist() == [row["label"]], i
+        assert len(row["input_ids"]) <= spec.model.arch.max_positions
+    assert data.stats["splits"][split]["truncated"] > 0  # the budget rule was exercised
+
+
+def test_pair_ids_are_what_a_roberta_tokenizer_makes_of_the_text_pair(pairs, tmp_path) -> None:
+    """HF's RoBERTa pair template `<s> A </s></s> B </s>` over the same vocabulary, with
+    its `longest_first` truncation to max_positions, gives the jsonl's ids for every pair."""
+    from transformers import AutoTokenizer
+
+    from tests.support.hf_models import save_tokenizer
+
+    spec, data = pairs
+    save_tokenizer(spec.model.sentencepiece, spec.model.dictionary, tmp_path / "tok")
+    tokenizer = AutoTokenizer.from_pretrained(str(tmp_path / "tok"), local_files_only=True)
+    firsts = (spec.data.dir / "test.review").read_text(encoding="utf-8").splitlines()
+    seconds = (spec.data.dir / "test.review2").read_text(encoding="utf-8").splitlines()
+    limit = spec.model.arch.max_positions
+    for first, second, row in zip(firsts, seconds, hf_rows(data, "test"), strict=True):
+        encoded = tokenizer(first, second, truncation="longest_first", max_length=limit)
+        assert encoded["input_ids"] == row["input_ids"], (first, second)

@@ -5,7 +5,8 @@ weights and a fast tokenizer. The weights are a fairseq state dict converted wit
 sweeper's forward converter, with every tensor perturbed first (zeros and ones would
 hide a swapped bias or norm) and a non-zero token-type row (which the reverse converter
 must fold into the positions). The tokenizer is sentencepiece's BPE merges with
-fairseq's ids (`model.dictionary`), so it encodes text exactly as sweeper does.
+fairseq's ids (`model.dictionary`) and RoBERTa's special-token template, so it encodes
+text, and text pairs, exactly as sweeper does.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ def hf_model(
 
 def save_tokenizer(sentencepiece: Path, dictionary: Path, folder: Path) -> None:
     """A fast tokenizer with sentencepiece's merges and `dictionary`'s fairseq ids."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
     from transformers.convert_slow_tokenizer import SentencePieceExtractor
 
@@ -92,6 +93,8 @@ def save_tokenizer(sentencepiece: Path, dictionary: Path, folder: Path) -> None:
     )
     tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁")
     tokenizer.decoder = decoders.Metaspace(replacement="▁")
+    # RoBERTa's specials: `<s> A </s>`, and `<s> A </s></s> B </s>` for a pair.
+    tokenizer.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
     specials = {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>", "unk_token": "<unk>"}
     PreTrainedTokenizerFast(
         tokenizer_object=tokenizer, mask_token="<mask>", **specials

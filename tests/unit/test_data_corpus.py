@@ -116,3 +116,24 @@ def test_write_corpus_writes_the_cls_books_layout(tmp_path, stems) -> None:
     assert lines[:-1] == list(corpus.splits["valid"].reviews) and lines[-1] == ""
     labels = (tmp_path / f"{stems['valid']}.label").read_text(encoding="utf-8").split()
     assert labels == list(corpus.splits["valid"].labels)
+
+
+def test_the_pair_task_pairs_opposite_reviews_and_labels_the_positive_ones_place() -> None:
+    corpus = generate_corpus(SMALL, pairs=True)
+    for name, size in (("train", 400), ("valid", 300), ("test", 300)):
+        split = corpus.splits[name]
+        assert split.second is not None
+        assert len(split.reviews) == len(split.second) == len(split.labels) == size
+        assert split.labels.count("1") == size // 2
+        for first, second, label in zip(split.reviews, split.second, split.labels, strict=True):
+            positive = second if label == "1" else first
+            negative = first if label == "1" else second
+            assert adjective_of(positive) in POSITIVE and adjective_of(negative) in NEGATIVE
+    positive, negative = train_adjectives(SMALL.seed)
+    train = corpus.splits["train"]
+    assert {adjective_of(r) for r in (*train.reviews, *train.second)} == {*positive, *negative}
+
+
+def test_pairs_leave_the_single_review_corpus_as_it_was() -> None:
+    assert generate_corpus(SMALL, pairs=False) == generate_corpus(SMALL)
+    assert generate_corpus(SMALL).splits["train"].second is None

@@ -18,6 +18,8 @@ from sweeper.data.encode import EncodedSplit
 from sweeper.data.vocab import EOS, FAIRSEQ_SPECIALS, write_dict
 
 INPUT_DIR = "input0"
+INPUT2_DIR = "input1"
+"""Second texts of sentence pairs; fairseq's task reads it whenever it exists."""
 LABEL_DIR = "label"
 PRETRAIN_DIR = "pretrain"
 DICT_FILE = "dict.txt"
@@ -44,7 +46,8 @@ def write_sentence_prediction(
     labels: Sequence[str],
     dict_size: int,
 ) -> None:
-    """`out/input0/{split}.{bin,idx}` + dict, `out/label/{split}.{bin,idx}` + dict.
+    """`out/input0/{split}.{bin,idx}` + dict, `out/label/{split}.{bin,idx}` + dict, and
+    for sentence pairs `out/input1/{split}.{bin,idx}` + dict.
 
     label/dict.txt lists `labels` in the spec's order. fairseq's class index is
     (dictionary index - nspecial), and the dictionary keeps file order, so class k is
@@ -60,8 +63,14 @@ def write_sentence_prediction(
     write_dict(out / LABEL_DIR / DICT_FILE, zip(labels, counts, strict=True))
     nspecial = len(FAIRSEQ_SPECIALS)
     label_vocab = nspecial + len(labels) + 1
+    pairs = any(split.ids2 is not None for split in splits)
+    if pairs:
+        (out / INPUT2_DIR).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(dict_path, out / INPUT2_DIR / DICT_FILE)
     for split in splits:
         write_indexed(out / INPUT_DIR / split.name, split.fairseq_items(), dict_size)
+        if pairs:
+            write_indexed(out / INPUT2_DIR / split.name, split.fairseq_items(True), dict_size)
         label_items = [[nspecial + label, EOS] for label in split.labels or ()]
         write_indexed(out / LABEL_DIR / split.name, label_items, label_vocab)
 

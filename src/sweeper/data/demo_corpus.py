@@ -27,6 +27,15 @@ pretraining:
 caps the reachable accuracy at 1 - label_noise and brings the two inits' numbers towards
 the lab's shape (about 80 vs 65) instead of 100 vs 55.
 
+The pair task (`data.text2_suffix` set) compares two reviews of opposite opinions:
+which one liked the book? Label `labels[1]` when the second review is the positive
+one, `labels[0]` when the first is, half of each. Both texts carry the answer, and
+again 48 of the 60 adjectives a test pair can hold never occur in training, so it
+takes each adjective's polarity, which only pretraining saw. (Measured first, and
+dropped: "do two reviews, or a review and a verdict, agree?". Agreement is an XOR of
+two polarities; the demo's 2-layer model learned it on seeds 1 and 3 only after 4-6
+epochs at lr 1e-3, and on seed 2 not within 10 epochs under five recipes.)
+
 Everything is a pure function of `GenerateConfig`: the same seed writes byte-identical
 files, which is what lets the prepared data be cached by content hash.
 """
@@ -102,6 +111,8 @@ class Split:
 
     reviews: tuple[str, ...]
     labels: tuple[str, ...]
+    second: tuple[str, ...] | None = None
+    """The pair task's second review of each example; None for single reviews."""
 
 
 @dataclass(frozen=True)
@@ -166,6 +177,26 @@ def labeled_split(
     return reviews, [labels[p] for p in polarity]
 
 
+def pair_split(
+    rng: random.Random,
+    size: int,
+    positive: tuple[str, ...],
+    negative: tuple[str, ...],
+    labels: tuple[str, str],
+) -> tuple[list[str], list[str], list[str]]:
+    """(first reviews, second reviews, labels): one positive and one negative review
+    per example, the positive one second (label `labels[1]`) in half of them."""
+    second_positive = [i % 2 for i in range(size)]
+    rng.shuffle(second_positive)
+    firsts, seconds = [], []
+    for flag in second_positive:
+        good = review(rng, rng.choice(positive))
+        bad = review(rng, rng.choice(negative))
+        firsts.append(bad if flag else good)
+        seconds.append(good if flag else bad)
+    return firsts, seconds, [labels[flag] for flag in second_positive]
+
+
 def add_label_noise(
     labels: list[str], fraction: float, rng: random.Random, names: tuple[str, str]
 ) -> list[str]:
@@ -176,17 +207,26 @@ def add_label_noise(
     return flipped
 
 
-def generate_corpus(cfg: GenerateConfig, labels: tuple[str, str] = ("0", "1")) -> DemoCorpus:
-    """The whole corpus for `cfg`; `labels` = (negative name, positive name)."""
+def generate_corpus(
+    cfg: GenerateConfig, labels: tuple[str, str] = ("0", "1"), pairs: bool = False
+) -> DemoCorpus:
+    """The whole corpus for `cfg`; `labels` = (negative name, positive name), or with
+    `pairs` (first review positive, second review positive)."""
     train_pos, train_neg = train_adjectives(cfg.seed)
     sizes = {"train": cfg.train_size, "valid": cfg.valid_size, "test": cfg.test_size}
     splits: dict[str, Split] = {}
     for name, size in sizes.items():
-        rng = random.Random(f"demo-corpus:{cfg.seed}:{name}")
+        rng = random.Random(f"demo-corpus:{cfg.seed}:{name}{':pairs' if pairs else ''}")
         pos, neg = (train_pos, train_neg) if name == "train" else (POSITIVE, NEGATIVE)
-        reviews, clean = labeled_split(rng, size, pos, neg, labels)
+        second = None
+        if pairs:
+            reviews, second, clean = pair_split(rng, size, pos, neg, labels)
+        else:
+            reviews, clean = labeled_split(rng, size, pos, neg, labels)
         noisy = add_label_noise(clean, cfg.label_noise, rng, labels)
-        splits[name] = Split(tuple(reviews), tuple(noisy))
+        splits[name] = Split(
+            tuple(reviews), tuple(noisy), None if second is None else tuple(second)
+        )
 
     rng = random.Random(f"demo-corpus:{cfg.seed}:unlabeled")
     unlabeled = []
@@ -218,12 +258,17 @@ def write_corpus(
     text_suffix: str,
     label_suffix: str,
     unlabeled_name: str,
+    text2_suffix: str | None = None,
 ) -> list[Path]:
-    """Write the CLS-books raw layout into `directory`; returns the files written."""
+    """Write the CLS-books raw layout into `directory` (plus each pair's second review
+    under `text2_suffix`); returns the files written."""
     written = []
     for split, data in corpus.splits.items():
         stem = stems.get(split, split)
-        for suffix, lines in ((text_suffix, data.reviews), (label_suffix, data.labels)):
+        files = [(text_suffix, data.reviews), (label_suffix, data.labels)]
+        if data.second is not None and text2_suffix is not None:
+            files.append((text2_suffix, data.second))
+        for suffix, lines in files:
             path = directory / f"{stem}.{suffix}"
             write_lines(path, lines)
             written.append(path)

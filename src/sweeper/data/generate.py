@@ -38,7 +38,7 @@ def generate_settings(spec: SweepSpec) -> dict:
         "label_suffix": data.label_suffix,
         "sentencepiece": str(spec.model.sentencepiece),
         "dictionary": str(spec.model.dictionary),
-    }
+    } | ({"text2_suffix": data.text2_suffix} if data.text2_suffix else {})
 
 
 def settings_hash(settings: dict) -> str:
@@ -48,11 +48,12 @@ def settings_hash(settings: dict) -> str:
 def generated_files(spec: SweepSpec) -> list[Path]:
     """Every file generation writes; all must exist for the stamp to count."""
     data = spec.data
-    files = [
-        data.dir / f"{stem}.{suffix}"
-        for stem in data.splits.values()
-        for suffix in (data.text_suffix, data.label_suffix)
+    suffixes = [
+        data.text_suffix,
+        data.label_suffix,
+        *([data.text2_suffix] * bool(data.text2_suffix)),
     ]
+    files = [data.dir / f"{stem}.{suffix}" for stem in data.splits.values() for suffix in suffixes]
     return [*files, data.dir / UNLABELED_FILE, spec.model.sentencepiece, spec.model.dictionary]
 
 
@@ -87,13 +88,20 @@ def ensure_generated(spec: SweepSpec, log: Callable[[str], None] = print) -> boo
         f"label noise {cfg.label_noise})"
     )
     labels = (data.labels[0], data.labels[1])
-    corpus = generate_corpus(cfg, labels)
+    corpus = generate_corpus(cfg, labels, pairs=data.text2_suffix is not None)
     write_corpus(
-        corpus, data.dir, dict(data.splits), data.text_suffix, data.label_suffix, UNLABELED_FILE
+        corpus,
+        data.dir,
+        dict(data.splits),
+        data.text_suffix,
+        data.label_suffix,
+        UNLABELED_FILE,
+        data.text2_suffix,
     )
 
     # The tokenizer learns from what a model may learn from: unlabeled + labeled train.
-    training_text = [*corpus.unlabeled, *corpus.splits["train"].reviews]
+    train = corpus.splits["train"]
+    training_text = [*corpus.unlabeled, *train.reviews, *(train.second or ())]
     log(f"training sentencepiece BPE (vocab {cfg.vocab_size}) -> {spec.model.sentencepiece}")
     model = train_sentencepiece(training_text, cfg.vocab_size)
     spec.model.sentencepiece.parent.mkdir(parents=True, exist_ok=True)

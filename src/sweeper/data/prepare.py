@@ -42,11 +42,20 @@ Log = Callable[[str], None]
 
 
 @dataclass(frozen=True)
+class SplitFiles:
+    """One split's raw files."""
+
+    text: Path
+    label: Path
+    text2: Path | None = None
+    """Second texts of sentence pairs (`data.text2_suffix`)."""
+
+
+@dataclass(frozen=True)
 class Inputs:
     """The files one preparation reads, checked to exist."""
 
-    splits: dict[str, tuple[Path, Path]]
-    """split -> (text file, label file)."""
+    splits: dict[str, SplitFiles]
     sentencepiece: Path
     dictionary: Path
     unlabeled: Path | None
@@ -60,14 +69,15 @@ def find_inputs(spec: SweepSpec) -> Inputs:
         if split not in data.splits:
             raise DataError(f"data.splits has no {split!r} split; expected train, valid and test")
         stem = data.splits[split]
-        text, label = (
+        files = SplitFiles(
             data.dir / f"{stem}.{data.text_suffix}",
             data.dir / f"{stem}.{data.label_suffix}",
+            data.dir / f"{stem}.{data.text2_suffix}" if data.text2_suffix else None,
         )
-        for path in (text, label):
-            if not path.is_file():
+        for path in (files.text, files.label, files.text2):
+            if path is not None and not path.is_file():
                 raise DataError(f"{split} split file not found (data.dir, data.splits)", path)
-        splits[split] = (text, label)
+        splits[split] = files
     model = spec.model
     if not model.sentencepiece.is_file():
         raise DataError("sentencepiece model not found (model.sentencepiece)", model.sentencepiece)
@@ -94,9 +104,11 @@ def content_hash(spec: SweepSpec, inputs: Inputs) -> str:
     add("version", str(PREPARE_VERSION).encode())
     add("labels", json.dumps(list(spec.data.labels)).encode())
     add("max_positions", str(spec.model.arch.max_positions).encode())
-    for split, (text, label) in sorted(inputs.splits.items()):
-        add(f"{split}.text", text.read_bytes())
-        add(f"{split}.label", label.read_bytes())
+    for split, files in sorted(inputs.splits.items()):
+        add(f"{split}.text", files.text.read_bytes())
+        add(f"{split}.label", files.label.read_bytes())
+        if files.text2 is not None:  # only then: single-text hashes are as they were
+            add(f"{split}.text2", files.text2.read_bytes())
     add("sentencepiece", inputs.sentencepiece.read_bytes())
     add("dictionary", inputs.dictionary.read_bytes())
     if inputs.unlabeled is not None:
@@ -158,7 +170,10 @@ def build(spec: SweepSpec, inputs: Inputs, root: Path, log: Log) -> PreparedData
     from sweeper.data.vocab import load_fairseq_dict, load_sentencepiece, model_vocab_size
 
     labels = list(spec.data.labels)
-    raw = {name: read_split(name, *paths, labels) for name, paths in inputs.splits.items()}
+    raw = {
+        name: read_split(name, files.text, files.label, labels, files.text2)
+        for name, files in inputs.splits.items()
+    }
     unlabeled = read_corpus(inputs.unlabeled) if inputs.unlabeled is not None else None
     processor = load_sentencepiece(inputs.sentencepiece)
     dictionary = load_fairseq_dict(inputs.dictionary)
@@ -168,7 +183,9 @@ def build(spec: SweepSpec, inputs: Inputs, root: Path, log: Log) -> PreparedData
 
     log(f"encoding {', '.join(f'{n} ({len(s.texts)})' for n, s in raw.items())}")
     encoder = Encoder(processor, dictionary, spec.model.arch.max_positions)
-    encoded = [encoder.encode(name, split.texts, split.labels) for name, split in raw.items()]
+    encoded = [
+        encoder.encode(name, split.texts, split.labels, split.texts2) for name, split in raw.items()
+    ]
     stats: dict[str, Any] = {
         "hash": root.name,
         "vocab_size": vocab_size,
@@ -176,6 +193,7 @@ def build(spec: SweepSpec, inputs: Inputs, root: Path, log: Log) -> PreparedData
         "num_classes": len(labels),
         "labels": labels,
         "max_positions": spec.model.arch.max_positions,
+        "pairs": spec.data.text2_suffix is not None,
         "splits": {split.name: split_stats(split, labels) for split in encoded},
         "pretrain": None,
     }

@@ -5,9 +5,11 @@ receives the folder's path can open it without importing anything heavy.
 
 Layout of `root`:
   fairseq/input0/{train,valid,test}.{bin,idx}, dict.txt   sentence_prediction inputs
+  fairseq/input1/{train,valid,test}.{bin,idx}, dict.txt   second texts (sentence pairs only)
   fairseq/label/{train,valid,test}.{bin,idx}, dict.txt    labels, in data.labels order
   fairseq/pretrain/{train,valid}.{bin,idx}, dict.txt      masked_lm (only with model.pretrain)
   hf/{train,valid,test}.jsonl                             {"input_ids": [0,...,2], "label": k}
+                                                          (pairs: [0, A, 2, 2, B, 2])
   stats.json                                              the statistics `prepare` prints
   prepared.json                                           manifest read by `PreparedData.load`
 """

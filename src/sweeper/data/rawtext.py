@@ -22,6 +22,8 @@ class RawSplit:
     label_path: Path
     texts: tuple[str, ...]
     labels: tuple[int, ...]
+    texts2: tuple[str, ...] | None = None
+    """Each pair's second text (`data.text2_suffix`); None for single texts."""
 
 
 def read_lines(path: Path, what: str) -> list[str]:
@@ -63,9 +65,13 @@ def read_labels(path: Path, labels: list[str] | tuple[str, ...]) -> list[int]:
 
 
 def read_split(
-    name: str, text_path: Path, label_path: Path, labels: list[str] | tuple[str, ...]
+    name: str,
+    text_path: Path,
+    label_path: Path,
+    labels: list[str] | tuple[str, ...],
+    text2_path: Path | None = None,
 ) -> RawSplit:
-    """Read and cross-check one split's text and label files."""
+    """Read and cross-check one split's text and label files (and second texts)."""
     texts = [line.strip() for line in read_lines(text_path, f"{name} text file")]
     classes = read_labels(label_path, labels)
     if len(texts) != len(classes):
@@ -74,7 +80,16 @@ def read_split(
             "text and label files must have one line per review",
             text_path,
         )
-    return RawSplit(name, text_path, label_path, tuple(texts), tuple(classes))
+    texts2 = None
+    if text2_path is not None:
+        texts2 = tuple(line.strip() for line in read_lines(text2_path, f"{name} text2 file"))
+        if len(texts2) != len(texts):
+            raise DataError(
+                f"{len(texts2)} lines, but {text_path} has {len(texts)}; the second texts "
+                "of pairs must have one line per example",
+                text2_path,
+            )
+    return RawSplit(name, text_path, label_path, tuple(texts), tuple(classes), texts2)
 
 
 def read_corpus(path: Path) -> tuple[str, ...]:

@@ -14,19 +14,19 @@ from sweeper.data.encode import EncodedSplit
 
 
 def split_stats(split: EncodedSplit, label_names: Sequence[str] | None = None) -> dict[str, Any]:
-    """Per-split numbers. Lengths count tokens without `<s>`/`</s>` and before
+    """Per-split numbers (a pair's two texts count together). Lengths count tokens
+    without `<s>`/`</s>` and before
     truncation (`max_length` shows how far over the limit the data goes); `tokens` is
     what the model is fed, after truncation; `unk_rate` is `<unk>` / tokens before it."""
     n = len(split.ids)
     raw_tokens = sum(split.raw_lengths)
+    kept = split.kept_lengths()
     stats: dict[str, Any] = {
         "sentences": n,
-        "tokens": sum(len(ids) for ids in split.ids),
+        "tokens": sum(kept),
         "mean_length": round(raw_tokens / n, 2) if n else 0.0,
         "max_length": max(split.raw_lengths, default=0),
-        "truncated": sum(
-            1 for ids, raw in zip(split.ids, split.raw_lengths, strict=True) if raw > len(ids)
-        ),
+        "truncated": sum(1 for k, raw in zip(kept, split.raw_lengths, strict=True) if raw > k),
         "empty": sum(1 for raw in split.raw_lengths if raw == 0),
         "unk_rate": round(split.unknown / raw_tokens, 6) if raw_tokens else 0.0,
     }
@@ -48,10 +48,15 @@ def format_stats(stats: dict[str, Any]) -> str:
         f"{'split':<15}{'sentences':>10}{'tokens':>9}{'mean len':>9}{'max len':>8}"
         f"{'truncated':>10}{'unk %':>7}  classes"
     )
+    limit = stats["max_positions"]
+    fits = (
+        f"pairs of at most {limit - 4} tokens + <s> A </s></s> B </s>"
+        if stats.get("pairs")
+        else f"at most {limit - 2} tokens + <s> + </s>"
+    )
     rows = [
         f"vocabulary: {stats['vocab_size']} = 4 specials + {stats['dict_entries']} dict "
-        f"entries + <mask>; max_positions {stats['max_positions']} "
-        f"(at most {stats['max_positions'] - 2} tokens + <s> + </s>)",
+        f"entries + <mask>; max_positions {limit} ({fits})",
         head,
     ]
     named = [(name, s) for name, s in stats["splits"].items()]

@@ -54,8 +54,8 @@ def check_data_files(spec: SweepSpec) -> int:
 
     inputs = find_inputs(spec)
     labels = list(spec.data.labels)
-    for name, (text, label) in inputs.splits.items():
-        read_split(name, text, label, labels)
+    for name, files in inputs.splits.items():
+        read_split(name, files.text, files.label, labels, files.text2)
     if inputs.unlabeled is not None and len(read_corpus(inputs.unlabeled)) < 2:
         raise DataError("needs at least 2 non-empty sentences (model.pretrain)", inputs.unlabeled)
     load_sentencepiece(inputs.sentencepiece)
