@@ -9,6 +9,7 @@ with exit 2 before anything is created.
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 
@@ -59,6 +60,8 @@ def test_a_grid_of_real_trials_is_recorded(tmp_path, tmp_path_factory):
         assert tags[layout.TAG_STAGE] == "grid" and tags[layout.TAG_SEED] == "1"
         assert tags[layout.TAG_RAY_TRIAL_ID]
         assert "(127.0.0.1, " in tags[layout.TAG_NODE]  # embedded Ray stays on loopback
+        trained_with = json.loads(tags[layout.TAG_VERSIONS])  # sent from the trial's node
+        assert trained_with["torch"] == parent.data.tags["sweeper.version.torch"]
         assert int(tags[layout.TAG_TRAINABLE_PARAMS]) > 0
         assert run.data.params["train.batch_size"] == "2"
         steps = [TRAIN // 2, 2 * TRAIN // 2]

@@ -60,3 +60,18 @@ def test_a_changed_review_or_checkpoint_changes_its_part(tmp_path):
     assert changed(before, after_review) == ["data"]
     (tmp_path / "m" / "model.pt").write_bytes(b"other weights")
     assert changed(after_review, _fingerprint(tmp_path)) == ["pretrained"]
+
+
+def test_summary_notes_counted_trials_that_ran_on_other_package_versions():
+    from test_summarize_budget import _run
+
+    from sweeper.summarize.core import _mixed_versions
+
+    runs = [_run("hf/random/full", seed, "grid") for seed in (1, 2, 3, 4)]
+    stacks = [None, '{"peft":"1","torch":"2.12.0"}', '{"peft":"1","torch":"2.13.0"}',
+              '{"peft":"1","torch":"2.13.0"}']  # fmt: skip
+    runs = [type(r)(**{**r.__dict__, "versions": v}) for r, v in zip(runs, stacks, strict=True)]
+    assert _mixed_versions(runs) == [
+        "counted trials ran with different torch versions: 2.12.0 (1 run(s)), 2.13.0 (2 run(s))"
+    ]
+    assert _mixed_versions(runs[2:]) == []  # one stack: nothing to say

@@ -188,10 +188,13 @@ def test_recorder_writes_statuses_metrics_and_errors(client, experiment, tmp_pat
     assert recorder.result("ok", report) == 3
     assert recorder.result("ok", report) == 0  # a re-sent report adds nothing
     recorder.result(
-        "ok", {"sweeper_final": True, "trainable_params": 7, "total_params": 9, "points": []}
-    )
+        "ok",
+        {"sweeper_final": True, "trainable_params": 7, "total_params": 9, "points": [],
+         "versions": '{"torch":"2.13.0"}'},
+    )  # fmt: skip
     recorder.finished("ok")
     run = client.get_run(ok)
+    assert json.loads(run.data.tags[layout.TAG_VERSIONS]) == {"torch": "2.13.0"}
     assert run.info.status == "FINISHED"
     assert run.data.tags[layout.TAG_STATUS] == layout.Status.FINISHED
     assert run.data.tags[layout.TAG_RAY_TRIAL_ID] == "ray_0"
@@ -270,3 +273,22 @@ def test_sweep_record_keeps_the_spec_and_every_base_it_extends(client, experimen
         tmp_path / "base.yaml"
     ).read_text(encoding="utf-8")
     assert json.loads((got / "spec.resolved.json").read_text(encoding="utf-8"))["retries"] == 0
+
+
+def test_a_resume_with_other_package_versions_says_which(client, experiment, tmp_path, capsys):
+    from sweeper.tracking.sweep_run import open_sweep_run, record_sweep, version_changes
+
+    spec = _spec(tmp_path)
+    spec_file = tmp_path / "my-sweep.yaml"
+    spec_file.write_text("name: t\n")
+    parent = open_sweep_run(client, experiment, spec)
+    record_sweep(client, parent, spec, spec_file, trials=2)
+    assert "package versions differ" not in capsys.readouterr().err  # a first run
+    client.set_tag(parent, "sweeper.version.torch", "2.12.0")  # as if made before an upgrade
+    assert open_sweep_run(client, experiment, spec) == parent  # the resume
+    record_sweep(client, parent, spec, spec_file, trials=2)
+    err = capsys.readouterr().err
+    torch_now = package_versions()["torch"]
+    assert f"package versions differ from the sweep's record: torch 2.12.0 -> {torch_now}" in err
+    assert client.get_run(parent).data.tags["sweeper.version.torch"] == torch_now
+    assert version_changes({"torch": "1"}, {"torch": "1", "peft": "2"}) == []  # older record

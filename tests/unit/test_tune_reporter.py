@@ -42,7 +42,7 @@ def test_event_points_name_every_metric_by_layout():
 
 def test_one_report_per_validation_point_once_valid_and_test_arrived():
     sent: list[dict] = []
-    reporter = Reporter(sent.append, node="n1")
+    reporter = Reporter(sent.append, node="n1", versions='{"torch":"2.13.0"}')
     for step in (1, 2):
         reporter.on_event(_train(step))
     reporter.on_event(_eval(2, "valid", 60.0))
@@ -52,6 +52,7 @@ def test_one_report_per_validation_point_once_valid_and_test_arrived():
     report = sent[0]
     assert (report["step"], report["valid_accuracy"], report["test_accuracy"]) == (2, 60.0, 55.0)
     assert report["wall_time"] == 2.5 and report["node"] == "n1"
+    assert report["versions"] == '{"torch":"2.13.0"}'
     steps_keys = {(s, k) for s, k, _ in report[POINTS]}
     assert (1, layout.METRIC_TRAIN_LOSS) in steps_keys and (2, layout.METRIC_TEST_ACC) in steps_keys
     # points go out once: the next report carries only what came after

@@ -92,6 +92,7 @@ def summarize(
     if aso:
         comparisons = with_aso(comparisons, trials)
     counted = {t.run_id for t in trials}
+    notes.extend(_mixed_versions([r for r in candidates if r.run_id in counted]))
     parent = _pick_parent(parents, [r for r in candidates if r.run_id in counted])
     if parent is None:
         notes.append(f"no parent run tagged {layout.TAG_ROLE}={layout.ROLE_SWEEP}")
@@ -124,6 +125,24 @@ def summarize_spec(spec: SweepSpec, tracking_uri: str | None = None, **kwargs) -
 
     uri = tracking_uri or spec_uri(spec)
     return summarize(experiment_name(spec), uri, sweep=spec.name, **kwargs)
+
+
+def _mixed_versions(counted: Sequence[RunRecord]) -> list[str]:
+    """Counted trials that trained on different package versions (a resume after an
+    upgrade, or nodes with different images): a difference between groups may then be
+    the stack's. Runs recorded before the tag existed are not compared."""
+    seen: dict[str, Counter[str]] = {}
+    for record in counted:
+        if record.versions is None:
+            continue
+        for name, version in json.loads(record.versions).items():
+            seen.setdefault(name, Counter())[version] += 1
+    return [
+        f"counted trials ran with different {name} versions: "
+        + ", ".join(f"{version} ({n} run(s))" for version, n in sorted(c.items()))
+        for name, c in sorted(seen.items())
+        if len(c) > 1
+    ]
 
 
 def _empty_groups(groups: Sequence[GroupStats], not_counted: Sequence[NotCounted]) -> list[str]:

@@ -147,6 +147,7 @@ def to_record(run: Run) -> RunRecord:
         latest=dict(run.data.metrics),
         search_params=tags.get(layout.TAG_SEARCH_PARAMS),
         inputs=tags.get(layout.TAG_INPUTS),
+        versions=tags.get(layout.TAG_VERSIONS),
         precision=run.data.params.get(PARAM_PRECISION, "fp32"),
     )
 

@@ -54,6 +54,9 @@ class RunRecord:
     """Search and confirm trials: JSON of the searched values (the sweeper.search_params tag)."""
     inputs: str | None = None
     """JSON of the inputs' digests the trial was made from (the sweeper.inputs tag)."""
+    versions: str | None = None
+    """JSON {package: version} the trial trained with (sweeper.versions; None before
+    the tag existed)."""
     precision: str = "fp32"
     """The `train.precision` param; runs from before the field existed ran in fp32."""
 

@@ -95,6 +95,8 @@ class Recorder:
         self.outbox = outbox or Outbox()
         self._node: dict[str, str] = {}
         """run id -> node last tagged: a retry on another node re-tags the run"""
+        self._versions: dict[str, str] = {}
+        """run id -> package versions last tagged, the same way"""
         self._best: dict[str, list[MetricPoint]] = {}
         """run id -> its final report's best-checkpoint points, until it finishes"""
         self._models: dict[str, str] = {}
@@ -122,6 +124,9 @@ class Recorder:
         node = result.get("node")
         if node and self._node.get(run_id) != str(node):
             tags[layout.TAG_NODE] = self._node[run_id] = str(node)
+        versions = result.get("versions")
+        if versions and self._versions.get(run_id) != versions:
+            tags[layout.TAG_VERSIONS] = self._versions[run_id] = str(versions)
         for name, tag in (
             ("trainable_params", layout.TAG_TRAINABLE_PARAMS),
             ("total_params", layout.TAG_TOTAL_PARAMS),

@@ -4,13 +4,18 @@ A result is only as good as the record of how it was produced, so the parent run
 carries the spec as written and as resolved, the git commit of the spec's repository,
 the versions of the packages that compute the numbers, and the Ray cluster the trials
 ran on. These are tags rather than params: a `--resume` after upgrading a package must
-be able to update them, and MLflow refuses to change a param's value.
+be able to update them, and MLflow refuses to change a param's value. Such a resume
+says which versions changed; each trial run keeps the versions it trained with (the
+`sweeper.versions` tag, sent by the trial from its node), so the summary can tell
+when counted trials ran on different stacks.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
+import sys
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -67,9 +72,9 @@ def record_sweep(
     resolved = json.dumps(spec.model_dump(mode="json"), indent=2, sort_keys=True)
     client.log_text(run_id, redact(resolved), layout.ARTIFACT_RESOLVED_SPEC)
     tags = {TAG_TRIALS: str(trials)}
-    tags.update(
-        {TAG_VERSION_PREFIX + name: version for name, version in package_versions().items()}
-    )
+    versions = package_versions()
+    _note_version_changes(client, run_id, versions)
+    tags.update({TAG_VERSION_PREFIX + name: version for name, version in versions.items()})
     commit, dirty = git_state(spec_file.resolve().parent)
     if commit:
         tags.update({TAG_GIT_COMMIT: commit, MLFLOW_GIT_COMMIT: commit, TAG_GIT_DIRTY: str(dirty)})
@@ -99,6 +104,40 @@ def package_versions() -> dict[str, str]:
             except metadata.PackageNotFoundError:
                 continue
     return versions
+
+
+def versions_json() -> str:
+    """`package_versions()` as the compact JSON of a trial run's sweeper.versions tag."""
+    return json.dumps(package_versions(), sort_keys=True, separators=(",", ":"))
+
+
+def version_changes(recorded: Mapping[str, str], current: Mapping[str, str]) -> list[str]:
+    """`name old -> new` for each package whose version differs from the record's; a
+    package the record does not name (an older sweeper) is not compared."""
+    return [
+        f"{name} {recorded[name]} -> {version}"
+        for name, version in sorted(current.items())
+        if name in recorded and recorded[name] != version
+    ]
+
+
+def _note_version_changes(client: MlflowClient, run_id: str, current: Mapping[str, str]) -> None:
+    """On a resumed parent run, say which of the record's package versions this driver
+    does not have: the new trials then run on another stack than the finished ones."""
+    tags = client.get_run(run_id).data.tags
+    recorded = {
+        key.removeprefix(TAG_VERSION_PREFIX): value
+        for key, value in tags.items()
+        if key.startswith(TAG_VERSION_PREFIX)
+    }
+    changes = version_changes(recorded, current)
+    if changes:
+        print(
+            f"note: package versions differ from the sweep's record: {'; '.join(changes)}. "
+            f"Trials run now are recorded with the new versions (tag {layout.TAG_VERSIONS}); "
+            "finished trials keep theirs, and the summary notes the mix",
+            file=sys.stderr,
+        )
 
 
 def git_state(folder: Path) -> tuple[str | None, bool]:

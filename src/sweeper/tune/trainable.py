@@ -28,6 +28,7 @@ from sweeper.selection import best_metrics
 from sweeper.spec import SweepSpec
 from sweeper.tracking.resume_sync import CheckpointSync
 from sweeper.tracking.staging import StagedInput
+from sweeper.tracking.sweep_run import versions_json
 from sweeper.trainers.events import MetricEvent, best_validation, read_events
 from sweeper.trainers.runner import TrialResult
 from sweeper.trainers.trial import SweepInputs
@@ -112,9 +113,13 @@ class Reporter:
         report: Callable[[dict[str, Any]], None],
         node: str,
         sampler: SystemSampler | None = None,
+        versions: str = "",
     ):
         self._report = report
         self._node = node
+        self._versions = versions
+        """JSON of the trainer stack's versions on this node: a trial retried on another
+        node, or resumed after an upgrade, is recorded with what it last ran on."""
         self._sampler = sampler
         """System metrics (`tune.system_metrics`): sampled at validation events and,
         between them, at train events once its interval has passed."""
@@ -185,7 +190,7 @@ class Reporter:
         )
 
     def _send(self, metrics: dict[str, Any]) -> None:
-        metrics.update({POINTS: self._points, "node": self._node})
+        metrics.update({POINTS: self._points, "node": self._node, "versions": self._versions})
         self._points = []
         self._report(metrics)
 
@@ -227,7 +232,7 @@ def run_reporting(
     out = trial_dir(ctx.spec, trial)
     inputs = localize(ctx.inputs, list(ctx.staged), ctx.tracking_uri) if ctx.staged else ctx.inputs
     sync = _checkpoint_sync(ctx, ref, out)
-    reporter = Reporter(report, node=node_name(), sampler=SystemSampler())
+    reporter = Reporter(report, node=node_name(), sampler=SystemSampler(), versions=versions_json())
     reporter.replay(read_events(out / layout.EVENTS_FILE))
 
     def on_event(event: MetricEvent) -> None:
