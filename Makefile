@@ -1,6 +1,6 @@
 # sweeper — set-up and everyday commands. Everything installs into .venv.
 #   make demo    install if needed, then run the demo sweep on this machine
-#   make test    install if needed, lint, then run the whole test suite
+#   make test    install if needed, lint, then the whole test suite but the soak (make reliability)
 #   make lint    ruff, the import-layer contract of docs/architecture.md, no import cycles
 PYTHON ?= python3.11
 VENV   := .venv
@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml Makefile
 	@touch $@
 
 test: install lint
-	$(BIN)/pytest
+	$(BIN)/pytest -m "not soak"
 
 test-fast: install
 	$(BIN)/pytest -m "not integration and not slow"

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -33,6 +32,7 @@ from tests.support.faults import (
     compare_with_events,
     descendants,
     finish,
+    server_root,
     sigkill,
     start_sweep,
     trainer_pids,
@@ -47,7 +47,6 @@ from tests.support.sweeps import (
     kill_group,
     new_sweep,
     run_sweeper,
-    shared,
     sweeper_env,
 )
 
@@ -195,15 +194,6 @@ def _until_one_node(cluster: Any, proc: subprocess.Popen[bytes], since: float) -
 
 
 # --- d. the tracking server restarted mid-sweep --------------------------------------------
-
-
-def server_root(tmp_path: Path, tmp_path_factory: Any) -> Path:
-    """A tracking server's folder whose SQLite backend is already migrated (copied from
-    the session's empty store): the server then starts in seconds, not tens of them."""
-    root = tmp_path / "server"
-    root.mkdir()
-    shutil.copy(shared(tmp_path_factory)["store"], root / "server.db")
-    return root
 
 
 def _event_lines(out: Path) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -22,7 +23,7 @@ import pytest
 from sweeper import layout
 from sweeper.trainers.events import read_events
 from sweeper.tune.trainable import event_points
-from tests.support.sweeps import runs_by_role, sweeper_command
+from tests.support.sweeps import runs_by_role, shared, sweeper_command
 
 TRAINER_MODULE = "sweeper.trainers.dummy"
 # Ray declares a node dead after failure_threshold missed health checks, 5 x 3 s by
@@ -127,20 +128,33 @@ def finish(proc: subprocess.Popen[bytes], log: Path, timeout: float = 300) -> st
     return log.read_text(errors="replace")
 
 
+def server_root(tmp_path: Path, tmp_path_factory: Any) -> Path:
+    """A tracking server's folder whose SQLite backend is already migrated (copied from
+    the session's empty store): the server then starts in seconds, not tens of them."""
+    root = tmp_path / "server"
+    root.mkdir()
+    shutil.copy(shared(tmp_path_factory)["store"], root / "server.db")
+    return root
+
+
 # --- what MLflow holds against what the trial measured ----------------------------------
 
 
-def compare_with_events(client: Any, run: Any, folder: Path) -> tuple[int, int, int]:
+def compare_with_events(
+    client: Any, run: Any, folder: Path, ignore: tuple[str, ...] = ()
+) -> tuple[int, int, int]:
     """(points in the events file, of them missing in MLflow, duplicate or extra points
     in MLflow) for one trial run: every point of the trial's local events file (the
-    trainer's own record) must be in the run's metric history exactly once."""
+    trainer's own record) must be in the run's metric history exactly once. Metrics in
+    `ignore` are left out of both sides."""
     expected = {
         (key, int(step), float(value))
         for event in read_events(folder / layout.EVENTS_FILE)
         for step, key, value in event_points(event)
+        if key not in ignore
     }
     logged: list[tuple[str, int, float]] = []
-    for key in {k for k, _, _ in expected} | set(layout.METRIC_NAMES):
+    for key in ({k for k, _, _ in expected} | set(layout.METRIC_NAMES)) - set(ignore):
         logged += [(key, m.step, m.value) for m in client.get_metric_history(run.info.run_id, key)]
     repeated_steps = len(logged) - len({(k, s) for k, s, _ in logged})
     return len(expected), len(expected - set(logged)), repeated_steps + len(set(logged) - expected)

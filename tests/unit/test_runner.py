@@ -75,6 +75,24 @@ def test_restart_resumes_and_keeps_one_event_per_step(tmp_path):
     assert steps == list(range(1, 16))
 
 
+def test_an_attempt_cut_mid_line_loses_only_that_line(tmp_path):
+    """A full disk or a kill can leave the events file's last line half written: the
+    next attempt starts on a new line, and reading skips the torn one."""
+    job = _job(tmp_path, fail_at_step=12, fail_once_marker=str(tmp_path / "crashed"))
+    with pytest.raises(TrainerError):
+        run_trainer(get_trainer("dummy"), job)
+    events = tmp_path / "trial" / layout.EVENTS_FILE
+    with open(events, "a", encoding="utf-8") as torn:
+        torn.write('{"accuracy": 35.0, "epo')  # no newline: the write was cut here
+    log = tmp_path / "trial" / layout.TRAINER_LOG_FILE
+    with open(log, "a", encoding="utf-8") as torn:
+        torn.write("half a line")
+    result = run_trainer(get_trainer("dummy"), job)
+    assert [e.step for e in result.events if e.split == "train"] == list(range(1, 16))
+    assert "half a line\n$ " in log.read_text()  # the second attempt's command line
+    assert '"epo\n{' in events.read_text()
+
+
 def test_caller_interrupt_kills_the_subprocess(tmp_path):
     job = _job(tmp_path, sleep_per_step=0.2)
     stop = threading.Event()

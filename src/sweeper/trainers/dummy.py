@@ -11,7 +11,9 @@ not match `num_train`, so a sweep of dummy trials still proves that every node g
 inputs (tests without a spec pass empty paths: nothing to read).
 
 `job.extra` keys: `sleep_per_step` (s), `fail_at_step`, `nan_at_step`, `fail_once_marker`
-(a path: fail at `fail_at_step` only while this file does not exist, then create it).
+(a path: fail at `fail_at_step` only while this file does not exist, then create it),
+`grow_mb_per_step` (keep that much more memory, touched, at every step: a leak, for the
+tests that put a memory limit on the trainer).
 
 Sweep-level tests cannot reach `job.extra` (the sweep engine builds jobs from the spec,
 which has no field for it, on purpose), so the child also reads `SWEEPER_DUMMY_EXTRA`:
@@ -134,8 +136,12 @@ def main(job_path: str) -> int:
     print(f"dummy trainer: starting at step {start} of {job.total_updates}", flush=True)
     best_file = job.checkpoint_dir / "best.json"
     best = json.loads(best_file.read_text())["accuracy"] if best_file.exists() else -1.0
+    held: list[bytearray] = []
     for step in range(start + 1, job.total_updates + 1):
         time.sleep(float(extra.get("sleep_per_step", 0.0)))
+        grow = int(float(extra.get("grow_mb_per_step", 0)) * 1024 * 1024)
+        if grow:
+            held.append(bytearray(b"\1" * grow))  # written, so the pages are really used
         marker = extra.get("fail_once_marker")
         if step == extra.get("fail_at_step") and not (marker and Path(marker).exists()):
             if marker:

@@ -45,13 +45,18 @@ class MetricEvent:
 
 def read_events(path: Path) -> list[MetricEvent]:
     """Events of a trial, one per (split, step): a resumed trainer may re-emit steps it
-    measured before crashing, and the latest measurement is the one that stands."""
+    measured before crashing, and the latest measurement is the one that stands. A line
+    cut short (an attempt killed mid-write, or a full disk) is skipped: the runner starts
+    each attempt on a fresh line, so nothing else is lost with it."""
     if not path.exists():
         return []
     latest: dict[tuple[str, int], MetricEvent] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            event = MetricEvent.from_dict(json.loads(line))
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            event = MetricEvent.from_dict(json.loads(line)) if line.strip() else None
+        except (ValueError, KeyError, TypeError, AttributeError):
+            continue
+        if event is not None:
             latest[(event.split, event.step)] = event
     return sorted(latest.values(), key=lambda e: (e.step, e.split))
 

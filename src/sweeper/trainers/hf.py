@@ -59,16 +59,25 @@ def checkpoint_step(path: Path) -> int | None:
 
 
 def complete_checkpoints(checkpoint_dir: Path) -> list[Path]:
-    """Fully written checkpoints, oldest first. A kill during a save leaves a folder
-    without the trainer state, which can be neither resumed from nor evaluated."""
+    """Fully written checkpoints, oldest first. transformers writes the trainer state
+    last, so a kill or a full disk during a save leaves a folder without it, or with
+    it cut short; such a folder can be neither resumed from nor evaluated."""
     if not checkpoint_dir.is_dir():
         return []
     found = [
         path
         for path in checkpoint_dir.iterdir()
-        if path.is_dir() and checkpoint_step(path) is not None and (path / STATE_FILE).is_file()
+        if path.is_dir() and checkpoint_step(path) is not None and _state_readable(path)
     ]
     return sorted(found, key=lambda path: checkpoint_step(path) or 0)
+
+
+def _state_readable(folder: Path) -> bool:
+    try:
+        json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def find_checkpoints(checkpoint_dir: Path) -> Checkpoints:

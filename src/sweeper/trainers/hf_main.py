@@ -235,7 +235,7 @@ def resume_point(checkpoint_dir: Path) -> Path | None:
     complete = set(complete_checkpoints(checkpoint_dir))
     for path in checkpoint_dir.glob(f"{CHECKPOINT_PREFIX}*"):
         if path.is_dir() and checkpoint_step(path) is not None and path not in complete:
-            print(f"removing incomplete checkpoint {path} (no {STATE_FILE})", flush=True)
+            print(f"removing incomplete checkpoint {path} (no readable {STATE_FILE})", flush=True)
             shutil.rmtree(path)
     prune_checkpoints(checkpoint_dir)
     return find_checkpoints(checkpoint_dir).last

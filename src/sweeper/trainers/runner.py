@@ -3,10 +3,14 @@
 This is where failure becomes explicit: a non-zero exit carries the last 50 log lines,
 a NaN/inf loss stops the trial with that reason, and the spec's timeout kills it. The
 events file and log are appended to, so a restarted trial keeps its history.
+
+The first line of a failure names its cause where the exit shows one
+(`sweeper.trainers.failures`).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -22,6 +26,7 @@ from typing import TextIO
 from sweeper import layout
 from sweeper.trainers.base import Checkpoints, Trainer, TrialJob
 from sweeper.trainers.events import MetricEvent, read_events
+from sweeper.trainers.failures import disk_full, exit_reason
 
 TAIL_LINES = 50
 
@@ -73,13 +78,29 @@ def run_trainer(
 ) -> TrialResult:
     """Run one trial to completion (resuming from its checkpoints if any), or raise."""
     out = Path(job.out_dir)
+    try:
+        return _run(trainer, job, out, on_event, timeout_s)
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC:
+            raise
+        raise TrainerError(f"{trainer.name} trial stopped: {disk_full(out)}") from exc
+
+
+def _run(
+    trainer: Trainer,
+    job: TrialJob,
+    out: Path,
+    on_event: Callable[[MetricEvent], None] | None,
+    timeout_s: float | None,
+) -> TrialResult:
+    """`run_trainer`'s body; writing the log or events file can meet a full disk."""
     out.mkdir(parents=True, exist_ok=True)
     job.save(out / layout.TRIAL_CONFIG_FILE)
     started = time.monotonic()
 
     with (
-        open(out / layout.TRAINER_LOG_FILE, "a", encoding="utf-8") as log,
-        open(out / layout.EVENTS_FILE, "a", encoding="utf-8") as events_file,
+        open_for_append(out / layout.TRAINER_LOG_FILE) as log,
+        open_for_append(out / layout.EVENTS_FILE) as events_file,
     ):
 
         def on_line(line: str) -> str | None:
@@ -100,7 +121,7 @@ def run_trainer(
     if ended.stopped:
         raise TrainerError(ended.stopped, ended.tail)
     if ended.code != 0:
-        raise TrainerError(f"{trainer.name} trainer exited with code {ended.code}", ended.tail)
+        raise TrainerError(exit_reason(trainer.name, ended.code, ended.tail, out), ended.tail)
     return TrialResult(
         out_dir=out,
         events=read_events(out / layout.EVENTS_FILE),
@@ -108,6 +129,18 @@ def run_trainer(
         wall_time=time.monotonic() - started,
         trainable_params=trainer.trainable_params(job),
     )
+
+
+def open_for_append(path: Path) -> TextIO:
+    """Open a trial's log or events file to add to it, starting on a line of its own:
+    an attempt that died mid-write (killed, or on a full disk) leaves a last line cut
+    short, which must not swallow the next attempt's first line."""
+    handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (the caller closes it)
+    if handle.tell() > 0:
+        handle.seek(handle.tell() - 1)
+        if handle.read(1) != "\n":
+            handle.write("\n")
+    return handle
 
 
 @dataclass(frozen=True)
