@@ -145,19 +145,24 @@ def compare_with_events(
 ) -> tuple[int, int, int]:
     """(points in the events file, of them missing in MLflow, duplicate or extra points
     in MLflow) for one trial run: every point of the trial's local events file (the
-    trainer's own record) must be in the run's metric history exactly once. Metrics in
-    `ignore` are left out of both sides."""
+    trainer's own record, latest measurement per step) must be the latest point of its
+    step in the run's metric history, and no point may be logged twice. A step measured
+    again after a resume may hold its first value too, superseded (the Reporter's
+    corrections); that is neither missing nor extra. Metrics in `ignore` are left out."""
     expected = {
-        (key, int(step), float(value))
+        (key, int(step)): float(value)
         for event in read_events(folder / layout.EVENTS_FILE)
         for step, key, value in event_points(event)
         if key not in ignore
     }
-    logged: list[tuple[str, int, float]] = []
-    for key in ({k for k, _, _ in expected} | set(layout.METRIC_NAMES)) - set(ignore):
-        logged += [(key, m.step, m.value) for m in client.get_metric_history(run.info.run_id, key)]
-    repeated_steps = len(logged) - len({(k, s) for k, s, _ in logged})
-    return len(expected), len(expected - set(logged)), repeated_steps + len(set(logged) - expected)
+    history: dict[tuple[str, int], list[tuple[int, float]]] = {}
+    for key in ({k for k, _ in expected} | set(layout.METRIC_NAMES)) - set(ignore):
+        for m in client.get_metric_history(run.info.run_id, key):
+            history.setdefault((key, m.step), []).append((m.timestamp, m.value))
+    latest = {where: max(points)[1] for where, points in history.items()}
+    missing = sum(1 for where, value in expected.items() if latest.get(where) != value)
+    repeated = sum(len(p) - len({v for _, v in p}) for p in history.values())
+    return len(expected), missing, repeated + len(set(history) - set(expected))
 
 
 def trials_by_seed(out: Path, experiment: str) -> dict[int, list[Any]]:

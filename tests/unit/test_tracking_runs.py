@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -292,3 +293,20 @@ def test_a_resume_with_other_package_versions_says_which(client, experiment, tmp
     assert f"package versions differ from the sweep's record: torch 2.12.0 -> {torch_now}" in err
     assert client.get_run(parent).data.tags["sweeper.version.torch"] == torch_now
     assert version_changes({"torch": "1"}, {"torch": "1", "peft": "2"}) == []  # older record
+
+
+def test_a_correction_is_logged_at_its_step_and_becomes_its_latest_value(
+    client, experiment, tmp_path
+):
+    spec = _spec(tmp_path)
+    trials, _ = expand(spec)
+    parent = open_sweep_run(client, experiment, spec)
+    run_id = create_trial_run(client, experiment, parent, trials[0])
+    recorder = Recorder(client, {"k": run_id}, MetricLog())
+    recorder.result("k", {"points": [[10, "valid_accuracy", 70.0], [12, "train_loss", 0.5]]})
+    time.sleep(0.01)  # the correction comes later, as a resumed trainer's would
+    recorder.result("k", {"points": [[10, "valid_accuracy", 99.0]]})  # not a correction
+    recorder.result("k", {"points": [], "corrections": [[10, "valid_accuracy", 66.0]]})
+    points = client.get_metric_history(run_id, "valid_accuracy")
+    assert sorted((m.step, m.value) for m in points) == [(10, 66.0), (10, 70.0)]
+    assert max(points, key=lambda m: m.timestamp).value == 66.0

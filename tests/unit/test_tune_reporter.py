@@ -9,7 +9,7 @@ from sweeper import layout
 from sweeper.trainers.base import Checkpoints
 from sweeper.trainers.events import MetricEvent
 from sweeper.trainers.runner import TrialResult
-from sweeper.tune.trainable import CONFIG_KEY, FINAL, POINTS, Reporter, event_points
+from sweeper.tune.trainable import CONFIG_KEY, CORRECTIONS, FINAL, POINTS, Reporter, event_points
 from sweeper.tune.tuner import TrialNames
 
 
@@ -109,10 +109,32 @@ def test_replay_completes_a_pair_cut_in_half():
     reporter = Reporter(sent.append, node="n1")
     reporter.replay([_eval(10, "valid", 60.0)])  # killed before the test event
     assert sent[-1].get("valid_accuracy") is None
-    reporter.on_event(_eval(10, "valid", 60.5))  # re-emitted: already sent
+    reporter.on_event(_eval(10, "valid", 60.0, wall=9.0))  # re-emitted, same: not resent
     reporter.on_event(_eval(10, "test", 58.0))
     assert (sent[-1]["valid_accuracy"], sent[-1]["test_accuracy"]) == (60.0, 58.0)
     assert [k for _, k, _ in sent[-1][POINTS]] == [layout.METRIC_TEST_LOSS, layout.METRIC_TEST_ACC]
+    assert sent[-1][CORRECTIONS] == []  # the clock alone is no correction
+
+
+def test_a_step_measured_again_with_other_values_is_sent_as_a_correction(tmp_path: Path):
+    """A save failed after an evaluation; the trainer resumed from the checkpoint before
+    and measured that step again, not identically: the new values stand, in MLflow and
+    for the best checkpoint, as they do in the events file."""
+    sent: list[dict] = []
+    reporter = Reporter(sent.append, node="n1")
+    reporter.replay([_train(5, loss=0.7), _eval(10, "valid", 70.0), _eval(10, "test", 64.0)])
+    sent.clear()
+    for event in (_train(5, loss=0.7), _eval(10, "valid", 66.0), _eval(10, "test", 61.0)):
+        reporter.on_event(event)
+    reporter.on_event(_train(12))
+    reporter.finish(TrialResult(tmp_path, [], Checkpoints(None, None), 3.0, None))
+    corrected = {(s, k): v for r in sent for s, k, v in r[CORRECTIONS]}
+    assert corrected[(10, layout.METRIC_VALID_ACC)] == 66.0
+    assert corrected[(10, layout.METRIC_TEST_ACC)] == 61.0
+    assert (5, layout.METRIC_TRAIN_LOSS) not in corrected  # measured the same
+    assert (10, layout.METRIC_EPOCH) not in corrected  # the same epoch: not logged twice
+    best = {k: v for _, k, v in sent[-1][POINTS] if k in layout.BEST_METRIC_NAMES}
+    assert (best[layout.METRIC_BEST_VALID_ACC], best[layout.METRIC_BEST_TEST_ACC]) == (66.0, 61.0)
 
 
 def test_the_final_report_carries_the_best_checkpoint_of_every_attempt(tmp_path: Path):

@@ -4,7 +4,10 @@ Only the driver writes a trial's metrics and tags (the trial itself only uploads
 artifacts). With the default SQLite store that keeps one writer per database, and with
 any store it gives one place that knows what a run already holds, which is what makes
 metric logging idempotent across Ray retries and `--resume`: a point is logged only if
-its step is beyond the last step that run has for that metric.
+its step is beyond the last step that run has for that metric. The one exception is a
+report's `corrections`: a step a resumed trainer measured again with other values, so
+the step's latest point in MLflow is the measurement that stands (as in the events
+file, and for the checkpoint on disk).
 
 Trials report metric points as `[step, key, value]` triples (see `sweeper.tune`); this
 module knows nothing of Ray, so its rules are tested against a real MLflow store alone.
@@ -141,6 +144,10 @@ class Recorder:
         if best:  # logged with the trial's model when it finishes (`finished`)
             self._best[run_id] = best
         metrics = [Metric(k, v, now, s) for s, k, v in points if k not in layout.BEST_METRIC_NAMES]
+        # A step measured again after a resume, with other values: logged at the same
+        # step, later, so readers that take a step's latest value get the new one.
+        corrections = result.get("corrections") or ()
+        metrics += [Metric(k, float(v), now, int(s)) for s, k, v in corrections]
         for start in range(0, len(metrics), METRICS_PER_BATCH):
             batch = metrics[start : start + METRICS_PER_BATCH]
             self._put(

@@ -42,6 +42,8 @@ CONFIG_KEY = "trial_key"
 FINAL = "sweeper_final"
 """Marks a trial's last report (artifacts uploaded, parameter counts known)."""
 POINTS = "points"
+CORRECTIONS = "corrections"
+"""Points of a step measured again after a resume with other values (see Reporter)."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,9 @@ class Reporter:
         """every valid and test event, replayed ones included: the best checkpoint's"""
         self._evals: dict[int, dict[str, MetricEvent]] = {}
         self._replayed: dict[str, int] = {}
+        self._replayed_values: dict[tuple[str, int], float] = {}
+        """(metric, step) -> the value the replay sent, to tell a re-measurement apart"""
+        self._corrections: list[list[Any]] = []
         self.last_step = 0
 
     def replay(self, events: Sequence[MetricEvent]) -> None:
@@ -140,10 +145,12 @@ class Reporter:
         self._replayed = {split: -1 for split in ("train", "valid", "test")}
         for event in events:
             self._replayed[event.split] = max(self._replayed[event.split], event.step)
+            self._replayed_values.update({(k, s): v for s, k, v in event_points(event)})
         self.flush()
 
     def on_event(self, event: MetricEvent) -> None:
         if event.step <= self._replayed.get(event.split, -1):
+            self._correct(event)
             return
         self._points.extend(event_points(event))
         self.last_step = max(self.last_step, event.step)
@@ -169,9 +176,31 @@ class Reporter:
                 }
             )
 
+    def _correct(self, event: MetricEvent) -> None:
+        """A step the resumed trainer measures again. Same values (a deterministic
+        resume; the clock aside): nothing to send. Other values (the evaluation before a
+        save that failed, redone from the checkpoint before it, need not repeat
+        exactly): the new ones stand, as in the events file and for the checkpoint now
+        on disk, so they go to MLflow as corrections, logged after the first values."""
+        changed = [
+            [step, key, value]
+            for step, key, value in event_points(event)
+            if self._replayed_values.get((key, step)) != value
+        ]
+        if all(key == layout.METRIC_WALL_TIME for _, key, _ in changed):
+            return
+        self._corrections.extend(changed)  # only what differs: nothing is logged twice
+        self._replayed_values.update({(k, s): v for s, k, v in changed})
+        if event.split != "train":
+            same = (event.split, event.step)
+            self._evaluations = [e for e in self._evaluations if (e.split, e.step) != same]
+            self._evaluations.append(event)
+            if event.step in self._evals:  # its pair's other half is still to come
+                self._evals[event.step][event.split] = event
+
     def flush(self) -> None:
         """Send points not reported yet (a trial about to fail keeps its last losses)."""
-        if self._points:
+        if self._points or self._corrections:
             self._send({"step": self.last_step})
 
     def finish(self, result: TrialResult) -> None:
@@ -191,7 +220,8 @@ class Reporter:
 
     def _send(self, metrics: dict[str, Any]) -> None:
         metrics.update({POINTS: self._points, "node": self._node, "versions": self._versions})
-        self._points = []
+        metrics[CORRECTIONS] = self._corrections
+        self._points, self._corrections = [], []
         self._report(metrics)
 
 
