@@ -119,3 +119,15 @@ def test_a_corrupted_download_is_refused(published, tmp_path: Path):
     home = cache / "inputs" / item.digest
     assert not (home / "checkpoint_best.pt").exists()
     assert not (home / staging.MARKER).exists()
+
+
+def test_a_cached_copy_that_changed_is_fetched_again(published, tmp_path: Path, capsys):
+    inputs, staged, _, _ = published
+    shutil.rmtree(tmp_path / "driver")  # a node without the driver's disk
+    cache = tmp_path / "cache"
+    first = localize(inputs, staged, "", cache=cache)
+    (first.hf_data / "train.jsonl").write_text("rotted\n")
+    again = localize(inputs, staged, "", cache=cache)
+    assert again.hf_data == first.hf_data
+    assert (again.hf_data / "train.jsonl").read_text().startswith('{"input_ids"')
+    assert "hf_data: the cached copy at" in capsys.readouterr().out

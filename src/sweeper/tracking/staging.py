@@ -12,6 +12,9 @@ trial context. A trial then `localize`s each one:
 - otherwise the node's cache (`$SWEEPER_CACHE`, default `~/.cache/sweeper`) holds it
   under its hash, or it is downloaded there, its hash checked, and only then renamed
   into place. A download whose hash differs is refused (`StagingError`), never used.
+  A cached copy is hashed again before each use (a disk that rots, or a hand that
+  edits the cache, must not change a trial's inputs): one that no longer matches is
+  fetched again.
 
 A local artifact store (a path, `file:`) publishes nothing: it is reachable only where
 the driver's disk is, so trials read the driver's paths as they always did.
@@ -147,7 +150,15 @@ def fetch(item: StagedInput, tracking_uri: str, cache: Path) -> Path:
     home.mkdir(parents=True, exist_ok=True)
     with _locked(home / ".lock"):
         if (home / MARKER).is_file() and target.exists():
-            return target
+            found = tree_digest(target)
+            if found == item.digest:
+                return target
+            print(
+                f"{item.role}: the cached copy at {target} has hash {found[:12]}, expected "
+                f"{item.digest[:12]}: fetching it again",
+                flush=True,
+            )
+            (home / MARKER).unlink()
         with tempfile.TemporaryDirectory(prefix=".download-", dir=home) as tmp:
             try:
                 repo = repository(item.uri, tracking_uri)
