@@ -57,8 +57,9 @@ demo: install
 	$(BIN)/sweeper run sweeps/demo.yaml
 
 # Benchmarks on this machine; each script replaces its section of docs/benchmarks.md.
-# Overhead, concurrency, summariser scale, framework speed and staging take about 20 min on 2 idle
-# cores; GPU packing runs only where a GPU is (elsewhere it writes its method, skipped).
+# Overhead, concurrency, summariser scale, framework speed, staging and the lab's size take
+# about 25 min on 2 idle cores; GPU packing runs only where a GPU is (elsewhere it writes its
+# method, skipped).
 # The demo's data and pretrained checkpoint are prepared first if runs/demo lacks them
 # (about 2.5 min, untimed). Options per script: `python bench/NAME.py --help`.
 bench: install
@@ -68,6 +69,7 @@ bench: install
 	$(BIN)/python bench/bench_frameworks.py
 	$(BIN)/python bench/bench_gpu_packing.py
 	$(BIN)/python bench/bench_staging.py
+	$(BIN)/python bench/bench_lab_size.py
 
 # Fault-injection and bad-input tests (every test file that records into the reliability
 # log), then docs/reliability.md from what they recorded; the page is written even when a

@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("sweeper.cli.validate", "check sweep files against the schema"),
     "prepare": ("sweeper.cli.prepare", "encode and binarize a sweep's data (cached)"),
     "trial": ("sweeper.cli.trial", "run one trial locally, without Ray or MLflow"),
+    "fixture": ("sweeper.cli.fixture", "build stand-ins for the lab's files (lab-size)"),
 }
 
 
