@@ -20,6 +20,7 @@ from sweeper.trainers.hf_data import (  # noqa: E402
 from sweeper.trainers.hf_main import (  # noqa: E402
     FairseqRecipeTrainer,
     check_data,
+    precision_switches,
     prune_checkpoints,
     resume_point,
     training_arguments,
@@ -95,6 +96,12 @@ def test_training_arguments_spell_the_fairseq_recipe(tmp_path):
 def test_precision_is_transformers_own_switch(tmp_path, precision, bf16, fp16):
     args = training_arguments(_job(tmp_path, precision=precision))
     assert (args.bf16, args.fp16) == (bf16, fp16)
+
+
+def test_fp16_maps_to_transformers_fp16_switch_alone():
+    """The CUDA-only path, checked by the arguments it produces (no GPU here)."""
+    assert precision_switches("fp16") == {"bf16": False, "fp16": True}
+    assert precision_switches("fp32") == {"bf16": False, "fp16": False}
 
 
 def test_weight_decay_reaches_biases_and_layer_norms_as_in_fairseq():

@@ -182,12 +182,18 @@ def training_arguments(job: TrialJob) -> TrainingArguments:
         dataloader_num_workers=0,
         dataloader_pin_memory=cuda,
         use_cpu=not cuda,
-        bf16=train.get("precision") == "bf16",  # autocast, fp32 master weights
-        fp16=train.get("precision") == "fp16",  # CUDA only (the spec refuses it on CPU)
+        **precision_switches(train.get("precision", "fp32")),
         label_names=["labels"],
         remove_unused_columns=False,
         log_level="warning",
     )
+
+
+def precision_switches(precision: str) -> dict[str, bool]:
+    """transformers' own switches for `train.precision`: bf16 is autocast with fp32
+    master weights (CPU or CUDA); fp16 is CUDA only (the spec refuses it on CPU, where
+    TrainingArguments would too), so its mapping is tested here, not by a run."""
+    return {"bf16": precision == "bf16", "fp16": precision == "fp16"}
 
 
 def check_data(job: TrialJob, data: dict[str, TokenIdDataset], max_length: int) -> None:
