@@ -473,9 +473,10 @@ def test_cli_terminal_tables(store, capsys):
     row = next(
         line for line in lines if line.startswith("fairseq/pretrained/full") and "1125" in line
     )
-    assert row.split()[:7] == [
+    assert row.split()[:8] == [
         "fairseq/pretrained/full",
         "1",
+        "fp32",
         "81.50",
         "1125",
         "5",
