@@ -44,6 +44,7 @@ TAG_TRAINABLE_PARAMS = "sweeper.trainable_params"
 TAG_TOTAL_PARAMS = "sweeper.total_params"
 TAG_SEARCH_PARAMS = "sweeper.search_params"  # search/confirm trials: JSON of the searched values
 TAG_INPUTS = "sweeper.inputs"  # parent and trial runs: JSON {input: digest}, tracking/inputs.py
+TAG_REPORT_DIGEST = "sweeper.report_digest"  # sweep runs: digest of the summary last logged to it
 TAG_VERSIONS = "sweeper.versions"  # trial runs: JSON {package: version} on the node that trained
 
 # Tags on the sweep (parent) run of a sweep with a search block.

@@ -1,9 +1,9 @@
-"""Several drivers opening one new SQLite store at the same moment (issue 17, item 3).
+"""New SQLite stores: several drivers at once (issue 17, item 3), the cached schema (18).
 
 Each process calls `sweeper.tracking.server.open_store` for the same spec on a fresh
 output_dir, released together from a barrier file, so MLflow's schema creation and
-migration race for real. Every process must get the store and the one experiment id,
-with no traceback.
+migration (no cached schema) or the copy of the cached one race for real. Every process
+must get the store and the one experiment id, with no traceback.
 """
 
 from __future__ import annotations
@@ -37,16 +37,40 @@ print("experiment", experiment_id, len(client.search_experiments()))
 """
 
 
-def test_concurrent_first_use_gives_one_store(tmp_path):
-    spec = tmp_path / "spec.yaml"
+def write_spec(folder: Path, output_dir: str = "out") -> Path:
+    spec = folder / f"{output_dir}.yaml"
     spec.write_text(
-        "name: race\noutput_dir: out\n"
+        f"name: race\noutput_dir: {output_dir}\n"
         "data: {source: generated, dir: corpus, generate: {seed: 0}}\n"
         "model: {sentencepiece: corpus/sp.model, dictionary: corpus/dict.txt,\n"
         "        arch: {layers: 1, embed_dim: 16, ffn_dim: 32, heads: 2, max_positions: 32}}\n"
         "grid: {init: [random]}\n",
         encoding="utf-8",
     )
+    return spec
+
+
+def open_in_subprocess(spec: Path, cache: Path) -> str:
+    go = spec.parent / "go-now"
+    go.touch()
+    done = subprocess.run(
+        [sys.executable, "-c", OPEN, str(spec), str(go)],
+        capture_output=True,
+        text=True,
+        env={**sweeper_env(), "SWEEPER_CACHE": str(cache)},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip()
+
+
+@pytest.mark.parametrize("cached_schema", [False, True], ids=["migrating", "from-cache"])
+def test_concurrent_first_use_gives_one_store(tmp_path, cached_schema):
+    cache = tmp_path / "cache"
+    if cached_schema:  # a first store leaves the schema in the cache
+        open_in_subprocess(write_spec(tmp_path, "first"), cache)
+        assert any((cache / "mlflow-schema").glob("*.db"))
+    spec = write_spec(tmp_path)
     go = tmp_path / "go"
     procs = [
         subprocess.Popen(
@@ -54,7 +78,7 @@ def test_concurrent_first_use_gives_one_store(tmp_path):
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env=sweeper_env(),
+            env={**sweeper_env(), "SWEEPER_CACHE": str(cache)},
         )
         for _ in range(DRIVERS)
     ]
@@ -64,9 +88,10 @@ def test_concurrent_first_use_gives_one_store(tmp_path):
     codes = [code for code, _, _ in results]
     outputs = sorted(out.strip() for _, out, _ in results)
     tracebacks = sum("Traceback" in err for _, _, err in results)
+    how = "copied from the cached schema" if cached_schema else "MLflow creates its schema"
     record(
-        "store: concurrent first use of one SQLite file",
-        f"{DRIVERS} processes open the same new store at once (MLflow creates its schema)",
+        f"store: concurrent first use of one SQLite file ({how})",
+        f"{DRIVERS} processes open the same new store at once ({how})",
         f"exit codes {codes}; experiment ids {sorted({o.split()[1] for o in outputs if o})}; "
         f"tracebacks {tracebacks}",
         passed=codes == [0] * DRIVERS and tracebacks == 0,
@@ -75,3 +100,32 @@ def test_concurrent_first_use_gives_one_store(tmp_path):
     assert tracebacks == 0
     assert len(set(outputs)) == 1 and outputs[0].startswith("experiment ")
     assert Path(tmp_path / "out" / "mlflow.db").is_file()
+
+
+def test_a_new_store_starts_as_a_copy_of_the_cached_schema(tmp_path):
+    """The first new store keeps its empty schema in $SWEEPER_CACHE; the next new store
+    is a copy of it (a marker table put in the template shows up in it), holds the same
+    tables and gets the same experiment id, and MLflow writes to it as to any store."""
+    import sqlite3
+
+    from mlflow import MlflowClient
+
+    cache = tmp_path / "cache"
+    first = open_in_subprocess(write_spec(tmp_path, "first"), cache)
+    (template,) = (cache / "mlflow-schema").glob("*.db")
+    with sqlite3.connect(template) as db:
+        assert db.execute("SELECT name FROM experiments").fetchall() == [("Default",)]
+        db.execute("CREATE TABLE copied_from_template (x)")
+    second = open_in_subprocess(write_spec(tmp_path, "second"), cache)
+    assert first == second == "experiment 1 2"
+
+    def tables(path: Path) -> set[str]:
+        with sqlite3.connect(path) as db:
+            return {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+
+    made, copied = tmp_path / "first" / "mlflow.db", tmp_path / "second" / "mlflow.db"
+    assert tables(copied) == tables(made) | {"copied_from_template"}
+    client = MlflowClient(f"sqlite:///{copied}")
+    run = client.create_run("1")
+    client.log_metric(run.info.run_id, "valid_accuracy", 71.5, step=3)
+    assert client.get_run(run.info.run_id).data.metrics == {"valid_accuracy": 71.5}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 import scipy.stats
@@ -676,3 +676,93 @@ def test_logging_the_report_marks_runs_without_best_checkpoint_metrics(store, tm
     parent = client.get_run(summary.parent_run_id).data.metrics
     group = summary.groups[0]
     assert parent[f"summary/{group.group}/test_accuracy_ci_low"] == group.ci_low
+
+
+# --- the SQLite reader and the report digest ---------------------------------------------
+
+EXPERIMENTS = ("lab", "edge", "paired", "noparent")
+
+
+def _comparable(records) -> list:
+    """RunRecords with NaN made comparable (NaN != NaN would fail any equality)."""
+    return [
+        (replace(r, latest={}), {k: "nan" if math.isnan(v) else v for k, v in r.latest.items()})
+        for r in records
+    ]
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_sqlite_reader_gives_mlflows_records_and_summary(store, name):
+    """Reading the file with SQL (no client given) and through MLflow's client agree on
+    every run record (tags, params, latest metrics, order) and so on the summary."""
+    from sweeper.summarize.source import MlflowSource, SqliteSource, open_source
+
+    fast = open_source(store["uri"])
+    assert isinstance(fast, SqliteSource)
+    slow = MlflowSource(store["client"])
+    experiment_id, _ = slow.experiment(name)
+    assert fast.experiment(name) == slow.experiment(name)
+    assert _comparable(fast.runs(experiment_id)) == _comparable(slow.runs(experiment_id))
+    parent = store[name]["parent"]
+    if parent:
+        assert fast.tags(parent) == slow.tags(parent)
+    assert summarize(name, store["uri"]) == summarize(name, store["uri"], client=store["client"])
+
+
+def test_sqlite_reader_names_the_known_experiments(store):
+    with pytest.raises(SummarizeError, match=r"no experiment named 'nope'.*'edge'.*'lab'"):
+        summarize("nope", store["uri"])
+
+
+def test_an_unchanged_report_is_not_logged_again_and_mlflow_is_not_imported(store, tmp_path):
+    """The first summary logs the report and its digest; the next one, with nothing
+    changed, reads the store with SQL only (mlflow never imported) and logs nothing;
+    a new run changes the report, which is logged again."""
+    import subprocess
+    import sys
+
+    client = store["client"]
+    made = write_experiment(client, "digest", lab_trials())
+    code = (
+        "import sys\n"
+        "from sweeper.cli.main import main\n"
+        f"status = main(['summarize', '--experiment', 'digest', '--tracking-uri', {store['uri']!r},"
+        " '--format', 'json'])\n"
+        "print('mlflow imported:', 'mlflow' in sys.modules, file=sys.stderr)\n"
+        "sys.exit(status)\n"
+    )
+
+    def summarise() -> str:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-2000:]
+        json.loads(done.stdout)
+        return done.stderr
+
+    first = summarise()
+    assert f"report logged to parent run {made['parent']}" in first
+    tags = client.get_run(made["parent"]).data.tags
+    assert len(tags[layout.TAG_REPORT_DIGEST]) == 64
+    logged_points = len(
+        client.get_metric_history(made["parent"], "summary/fairseq/random/full/test_accuracy_mean")
+    )
+
+    second = summarise()
+    assert f"report unchanged since it was logged to parent run {made['parent']}" in second
+    assert "mlflow imported: False" in second
+    assert (
+        len(
+            client.get_metric_history(
+                made["parent"], "summary/fairseq/random/full/test_accuracy_mean"
+            )
+        )
+        == logged_points
+    )
+
+    extra = Trial("fairseq", "random", 4, [(225, 60.0)], [(225, 61.0)])
+    write_trial(client, made["experiment_id"], made["parent"], extra, order=50)
+    third = summarise()
+    assert f"report logged to parent run {made['parent']}" in third
+    assert (
+        client.get_run(made["parent"]).data.tags[layout.TAG_REPORT_DIGEST]
+        != (tags[layout.TAG_REPORT_DIGEST])
+    )

@@ -29,7 +29,10 @@ the trials' prepared data on this machine and loads torch, so it takes a while.
 Unless --no-log, the report (summary.md, summary.json, tables as .md/.csv, figures
 curves.png and test_accuracy.png, and search_budget.png after a search) is logged to
 the sweep's parent run under report/, and each group's mean test accuracy as a metric
-`summary/<group>/test_accuracy_mean`.
+`summary/<group>/test_accuracy_mean`; a report identical to the one the parent run
+already holds (same runs, same numbers) is not logged again, so summarising an
+unchanged sweep reads and prints only. A local SQLite store is read with SQL, without
+loading MLflow.
 
 examples:
   sweeper summarize sweeps/demo.yaml
@@ -59,7 +62,7 @@ from sweeper.cli.common import fail, load_or_exit
 from sweeper.logs import quiet_root_logger
 
 if TYPE_CHECKING:
-    from mlflow import MlflowClient
+    from collections.abc import Callable
 
     from sweeper.summarize import Summary
     from sweeper.summarize.evaluate import Evaluation
@@ -133,7 +136,6 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from sweeper.summarize import SummarizeError, summarize
-    from sweeper.summarize.load import open_client
     from sweeper.summarize.tables import to_csv, to_json, to_markdown
     from sweeper.summarize.terminal import print_terminal
 
@@ -141,11 +143,9 @@ def run(args: argparse.Namespace) -> int:
         fail(f"--alpha must lie between 0 and 1, got {args.alpha}")
     experiment, uri, sweep, inputs = _resolve(args)
     try:
-        client = open_client(uri)
         summary = summarize(
-            experiment, uri, sweep=sweep, client=client, alpha=args.alpha, aso=args.aso,
-            inputs=inputs,
-        )  # fmt: skip
+            experiment, uri, sweep=sweep, alpha=args.alpha, aso=args.aso, inputs=inputs
+        )
     except SummarizeError as exc:
         fail(str(exc))
 
@@ -158,8 +158,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         print_terminal(summary)
     sys.stdout.flush()
-    evaluations = _evaluate(client, summary, args.format) if args.evaluate else None
-    status = _write_and_log(client, summary, args.out, not args.no_log, evaluations)
+    evaluations = _evaluate(summary, args.format) if args.evaluate else None
+    status = _write_and_log(summary, args.out, not args.no_log, evaluations)
     if evaluations is not None:
         from sweeper.summarize.evaluate import mismatches
 
@@ -171,10 +171,13 @@ def run(args: argparse.Namespace) -> int:
     return status
 
 
-def _evaluate(client: MlflowClient, summary: Summary, fmt: str) -> list[Evaluation]:
+def _evaluate(summary: Summary, fmt: str) -> list[Evaluation]:
     """Re-measure Table 1's trials; the table goes to stdout after the summary, or to
     stderr when stdout carries machine-readable csv/json."""
     from sweeper.summarize.evaluate import evaluate_trials, to_markdown
+    from sweeper.summarize.load import open_client
+
+    client = open_client(summary.tracking_uri)
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -225,18 +228,14 @@ def _cluster_uri() -> str | None:
 
 
 def _write_and_log(
-    client: MlflowClient,
-    summary: Summary,
-    out: Path | None,
-    log: bool,
-    evaluations: list[Evaluation] | None,
+    summary: Summary, out: Path | None, log: bool, evaluations: list[Evaluation] | None
 ) -> int:
     """Write the report (with evaluation.md/.json after --evaluate) to --out and/or log
-    it to the parent run; 1 if MLflow refuses."""
-    from mlflow.exceptions import MlflowException
-
-    from sweeper.summarize import log_report, write_report
+    it to the parent run; 1 if MLflow refuses. A report identical to the one the parent
+    run already holds is not logged again (`sweeper.summarize.report.unchanged`)."""
+    from sweeper.summarize import write_report
     from sweeper.summarize.evaluate import write as write_evaluation
+    from sweeper.summarize.report import unchanged
 
     def report(folder: Path) -> list[Path]:
         files = write_report(summary, folder)
@@ -253,10 +252,24 @@ def _write_and_log(
             file=sys.stderr,
         )
         return 0
+    if evaluations is None and unchanged(summary):
+        print(
+            f"report unchanged since it was logged to parent run {summary.parent_run_id}",
+            file=sys.stderr,
+        )
+        return 0
+    return _log(summary, lambda folder: written if out is not None else report(folder))
+
+
+def _log(summary: Summary, files: Callable[[Path], list[Path]]) -> int:
+    from mlflow.exceptions import MlflowException
+
+    from sweeper.summarize import log_report
+    from sweeper.summarize.load import open_client
+
     try:
         with tempfile.TemporaryDirectory(prefix="sweeper-report-") as tmp:
-            files = written if out is not None else report(Path(tmp))
-            logged = log_report(client, summary, files)
+            logged = log_report(open_client(summary.tracking_uri), summary, files(Path(tmp)))
     except (MlflowException, OSError) as exc:
         print(f"error: could not log the report to MLflow: {exc}", file=sys.stderr)
         return 1

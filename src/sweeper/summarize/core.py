@@ -15,16 +15,11 @@ from sweeper import layout
 from sweeper.layout import Stage
 from sweeper.summarize.compare import compare
 from sweeper.summarize.decide import ALPHA, decide, with_aso
-from sweeper.summarize.load import (
-    SummarizeError,
-    find_experiment,
-    load_histories,
-    load_runs,
-    open_client,
-)
+from sweeper.summarize.load import SummarizeError, open_client
 from sweeper.summarize.records import CountedTrial, GroupStats, NotCounted, RunRecord, Summary
 from sweeper.summarize.search import load_search
 from sweeper.summarize.select import HISTORY_KEYS, left_out, screen, select
+from sweeper.summarize.source import MlflowSource, RunSource, SqliteReadFailed, open_source
 from sweeper.summarize.stats import TALLIED, group_stats
 
 if TYPE_CHECKING:
@@ -47,23 +42,36 @@ def summarize(
     """Summarise the trial runs of `experiment` in the store at `tracking_uri`.
 
     `sweep` keeps only runs tagged with that sweep name (runs without the tag are kept);
-    it is required when the experiment holds trials of several sweeps. `client` reuses
-    an open MlflowClient; `history_path` forces one way of reading metric histories
-    (`sqlite`, `bulk`, `per_run`; see `sweeper.summarize.load`), tests compare them.
+    it is required when the experiment holds trials of several sweeps. `client` reads
+    through an open MlflowClient (otherwise a SQLite store is read with SQL, see
+    `sweeper.summarize.source`); `history_path` forces one of the client's ways of
+    reading metric histories (`sqlite`, `bulk`, `per_run`; `sweeper.summarize.load`).
     `alpha` is the family-wise level the comparisons are decided at; `aso` adds Almost
     Stochastic Order (slow; `sweeper.summarize.decide`). `inputs`: the spec's input
     fingerprint (`sweeper.tracking.inputs`); trial runs made from other inputs are
     not counted. Raises SummarizeError for input the user must fix.
     """
-    if client is None:
-        client = open_client(tracking_uri)
-    from mlflow.exceptions import MlflowException
-
-    found = find_experiment(client, experiment)
+    source = open_source(tracking_uri, client)
     try:
-        runs = load_runs(client, found.experiment_id)
-    except MlflowException as exc:
-        raise SummarizeError(f"cannot read the runs of {experiment!r}: {exc.message}") from None
+        return _summarize(source, experiment, sweep, history_path, alpha, aso, inputs)
+    except SqliteReadFailed:  # a locked or damaged file: MLflow's client says which
+        source = open_source(tracking_uri, open_client(tracking_uri))
+        return _summarize(source, experiment, sweep, history_path, alpha, aso, inputs)
+
+
+def _summarize(
+    source: RunSource,
+    experiment: str,
+    sweep: str | None,
+    history_path: str,
+    alpha: float,
+    aso: bool,
+    inputs: dict[str, str] | None,
+) -> Summary:
+    if history_path != "auto" and isinstance(source, MlflowSource):
+        source = MlflowSource(source.client, history_path)
+    experiment_id, experiment_name = source.experiment(experiment)
+    runs = source.runs(experiment_id)
     notes: list[str] = []
 
     sweep = _pick_sweep(runs, sweep, experiment, notes)
@@ -82,7 +90,7 @@ def summarize(
         )
     candidates, not_counted = screen(trial_runs)
     not_counted += other_inputs
-    histories = load_histories(client, [r.run_id for r in candidates], HISTORY_KEYS, history_path)
+    histories = source.histories([r.run_id for r in candidates], HISTORY_KEYS)
     trials, unusable = select(candidates, histories)
     not_counted = sorted([*not_counted, *unusable], key=_listing_order)
     groups = group_stats(trials, not_counted)
@@ -99,9 +107,9 @@ def summarize(
     elif len(parents) > 1:
         notes.append(f"{len(parents)} parent runs; the report goes to {parent.run_id}")
     return Summary(
-        experiment=found.name,
-        experiment_id=found.experiment_id,
-        tracking_uri=tracking_uri,
+        experiment=experiment_name,
+        experiment_id=experiment_id,
+        tracking_uri=source.uri,
         sweep=sweep,
         parent_run_id=parent.run_id if parent else None,
         trials=trials,
@@ -109,12 +117,13 @@ def summarize(
         comparisons=comparisons,
         not_counted=not_counted,
         notes=notes,
-        search=load_search(client, runs, parent.run_id if parent else None, sweep),
+        search=load_search(source, runs, parent.run_id if parent else None, sweep),
         unmarked=tuple(
             r.run_id
             for r in candidates
             if r.run_id in counted and layout.METRIC_BEST_TEST_ACC not in r.latest
         ),
+        logged_digest=parent.report_digest if parent else None,
     )
 
 

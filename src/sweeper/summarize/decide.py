@@ -2,7 +2,7 @@
 
 A summary reports a family of comparisons; testing each at alpha would declare about
 alpha × (family size) false differences. Holm's step-down correction
-(`statsmodels.stats.multitest.multipletests(method="holm")`) controls the family-wise
+(as `statsmodels.stats.multitest.multipletests(method="holm")` computes it) controls the family-wise
 error at alpha and is never less powerful than Bonferroni. A comparison is then
 
 * `A better` / `B better` (named by its groups) when its Holm-adjusted p < alpha, by
@@ -11,10 +11,12 @@ error at alpha and is never less powerful than Bonferroni. A comparison is then
   t-test would have power 0.8 at the observed effect size (mean difference over the
   spread of the paired differences, or over the pooled standard deviation for Welch)
   and at alpha / m, Holm's strictest step for a family of m comparisons, so reaching
-  it decides the comparison whatever the others do. Computed by statsmodels'
-  `TTestPower` (paired) or `TTestIndPower` (unpaired, equal group sizes). It is an
-  estimate from a noisy effect size, not a promise; None when the observed effect or
-  spread is zero or undefined.
+  it decides the comparison whatever the others do. It is what statsmodels'
+  `TTestPower` (paired) or `TTestIndPower` (unpaired, equal group sizes) solves for,
+  from the noncentral t distribution in scipy.special: importing statsmodels cost 1 s
+  of a summary that should take one (tests hold both to statsmodels' answers). It is
+  an estimate from a noisy effect size, not a promise; None when the observed effect
+  or spread is zero or undefined.
 
 Almost Stochastic Order (Dror et al. 2019, the `deepsig` package) is an option
 (`sweeper summarize --aso`): about 3 s per comparison, so it is off by default.
@@ -42,7 +44,7 @@ def decide(
     alpha: float = ALPHA,
 ) -> list[Comparison]:
     """The comparisons with Holm-adjusted p, decision and seeds needed filled in."""
-    adjusted = holm([c.p_value for c in comparisons], alpha)
+    adjusted = holm([c.p_value for c in comparisons])
     family = max(1, sum(p is not None for p in adjusted))
     values = by_seed(trials)
     out = []
@@ -59,17 +61,14 @@ def decide(
     return out
 
 
-def holm(p_values: Sequence[float | None], alpha: float = ALPHA) -> list[float | None]:
+def holm(p_values: Sequence[float | None]) -> list[float | None]:
     """Holm-adjusted p-values in the input's order; None stays None (not in the family)."""
     present = [(i, p) for i, p in enumerate(p_values) if p is not None]
     out: list[float | None] = [None] * len(p_values)
-    if not present:
-        return out
-    from statsmodels.stats.multitest import multipletests
-
-    _, corrected, _, _ = multipletests([p for _, p in present], alpha=alpha, method="holm")
-    for (i, _), p in zip(present, corrected, strict=True):
-        out[i] = float(p)
+    running = 0.0
+    for step, (i, p) in enumerate(sorted(present, key=lambda item: item[1])):
+        running = max(running, min(1.0, (len(present) - step) * p))  # step-down, monotone
+        out[i] = running
     return out
 
 
@@ -86,18 +85,38 @@ def seeds_needed(
         spread = None if sa is None or sb is None else math.sqrt((sa**2 + sb**2) / 2)
     if spread is None or spread == 0.0 or comparison.diff == 0.0:
         return None
-    effect = abs(comparison.diff) / spread
-    from statsmodels.stats.power import TTestIndPower, TTestPower
+    n = power_seeds(abs(comparison.diff) / spread, alpha, comparison.paired)
+    return None if n is None else max(2, math.ceil(n))
 
-    analysis = TTestPower() if comparison.paired else TTestIndPower()
-    try:
-        n = analysis.solve_power(effect_size=effect, alpha=alpha, power=POWER)
-    except (ValueError, RuntimeError):
+
+def power_seeds(effect: float, alpha: float, paired: bool) -> float | None:
+    """The (fractional) seeds per group at which a two-sided t-test at `alpha` has
+    power `POWER` for a standardised `effect`; None beyond `MAX_SEEDS_ESTIMATE`."""
+    if power(2.0, effect, alpha, paired) >= POWER:
+        return 2.0
+    low, high = 2.0, float(MAX_SEEDS_ESTIMATE)
+    if power(high, effect, alpha, paired) < POWER:
         return None
-    n = float(n[0] if hasattr(n, "__len__") else n)
-    if not math.isfinite(n) or n > MAX_SEEDS_ESTIMATE:
-        return None
-    return max(2, math.ceil(n))
+    while high - low > 1e-9 * high:  # power grows with n: bisect on it
+        middle = (low + high) / 2
+        low, high = (
+            (middle, high) if power(middle, effect, alpha, paired) < POWER else (low, middle)
+        )
+    return high
+
+
+def power(n: float, effect: float, alpha: float, paired: bool) -> float:
+    """Power of the two-sided one-sample (paired) t-test on n differences, or of the
+    pooled two-sample t-test on two groups of n, at a standardised effect."""
+    from scipy.special import nctdtr, ndtr, stdtrit
+
+    df, n_effective = (n - 1, n) if paired else (2 * n - 2, n / 2)
+    shift = effect * math.sqrt(n_effective)
+    above = 1 - nctdtr(df, shift, stdtrit(df, 1 - alpha / 2))
+    below = nctdtr(df, shift, stdtrit(df, alpha / 2))
+    if math.isnan(below) and ndtr(-shift) < 1e-12:
+        below = 0.0  # nctdtr fails now and then on a tail this far out; it is below Φ(-shift)
+    return float(above + below)
 
 
 def with_aso(comparisons: Sequence[Comparison], trials: Sequence[CountedTrial]) -> list[Comparison]:

@@ -1,7 +1,11 @@
-"""Reading a sweep's runs from MLflow, fast enough for thousands of trials.
+"""Reading a sweep's runs through MLflow's client, fast enough for thousands of trials.
 
-Two reads carry almost all the cost (measured by bench/bench_summarize.py; figures
-below are for 1,000 runs × 3 metrics on a loaded 2-core machine):
+A SQLite store with the expected tables is read without MLflow at all
+(`sweeper.summarize.sqlite_store`, chosen by `sweeper.summarize.source`); this module
+is the path for tracking servers and other databases, and the reference the SQLite
+reader is tested against. Two reads carry almost all the cost (measured by
+bench/bench_summarize.py; figures below are for 1,000 runs × 3 metrics on a loaded
+2-core machine):
 
 * `MlflowClient.search_runs`, paged at 50,000 runs a page (through the engine's own
   `sweeper.tracking.runs.search_all`), returns every run's tags and latest metrics: the
@@ -10,11 +14,10 @@ below are for 1,000 runs × 3 metrics on a loaded 2-core machine):
   the store allows, tried in this order (`path="auto"`):
 
   `sqlite`   a read-only SQL query on MLflow's `metrics` table, 500 runs per query
-             (~0.1 s). The table's columns are checked first (key, value, timestamp,
-             step, run_uuid, is_nan) and NaN is restored from `is_nan` as MLflow's own
-             `SqlMetric.to_mlflow_entity` does; any mismatch or SQLite error falls
-             through to the next path, so a future schema change costs speed, not
-             correctness. The connection is opened `mode=ro`: nothing is written.
+             (~0.1 s; `SqliteStore.history_rows`). The tables' columns are checked
+             first and NaN is restored from `is_nan` as MLflow's own `SqlMetric` does;
+             any mismatch or SQLite error falls through to the next path, so a future
+             schema change costs speed, not correctness. Nothing is written.
   `bulk`     MLflow's SQL store's `get_metric_history_bulk(run_ids, key, max_results)`,
              one query per metric for 500 runs at a time (~2.4 s; PostgreSQL/MySQL
              too), on a `SqlAlchemyStore` opened for the URI (it shares the client's
@@ -31,19 +34,17 @@ Reachability (`check_store`) is `sweeper.tracking.server.check_server`, the chec
 
 from __future__ import annotations
 
-import math
 import sqlite3
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import closing
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from sweeper import layout
 from sweeper.summarize.records import Point, RunRecord
+from sweeper.summarize.sqlite_store import open_sqlite
 from sweeper.tracking.runs import search_all
 from sweeper.tracking.server import StoreMissing, TrackingUnreachable, check_server
-from sweeper.tracking.store import sqlite_path
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -98,18 +99,23 @@ def find_experiment(client: MlflowClient, name: str) -> Experiment:
         experiment = client.get_experiment_by_name(name)
         if experiment is None or experiment.lifecycle_stage == "deleted":
             known = sorted(e.name for e in client.search_experiments(max_results=200))
-            listed = ", ".join(repr(k) for k in known[:10]) + (" ..." if len(known) > 10 else "")
-            raise SummarizeError(
-                f"no experiment named {name!r} at {client.tracking_uri}"
-                + (f"; experiments there: {listed}" if known else "; the store is empty")
-            )
+            raise SummarizeError(unknown_experiment(name, client.tracking_uri, known))
     except MlflowException as exc:
         raise SummarizeError(f"cannot read {client.tracking_uri}: {exc.message}") from None
     return experiment
 
 
+def unknown_experiment(name: str, uri: str, known: Sequence[str]) -> str:
+    listed = ", ".join(repr(k) for k in known[:10]) + (" ..." if len(known) > 10 else "")
+    return f"no experiment named {name!r} at {uri}" + (
+        f"; experiments there: {listed}" if known else "; the store is empty"
+    )
+
+
 PARAM_PRECISION = "train.precision"
 """The MLflow param (`tracking.runs.flatten_params` spells the spec's field so)."""
+PARENT_RUN_TAG = "mlflow.parentRunId"
+"""MLflow's `MLFLOW_PARENT_RUN_ID`, spelled out so that parsing imports no mlflow."""
 
 
 def load_runs(client: MlflowClient, experiment_id: str) -> list[RunRecord]:
@@ -118,20 +124,42 @@ def load_runs(client: MlflowClient, experiment_id: str) -> list[RunRecord]:
 
 
 def to_record(run: Run) -> RunRecord:
-    """Parse a run's sweeper tags; a tag that is absent or malformed becomes None."""
-    from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+    """A RunRecord of an MLflow run."""
+    return record_of(
+        run_id=run.info.run_id,
+        run_name=run.info.run_name or "",
+        status=run.info.status,
+        start_time=run.info.start_time,
+        end_time=run.info.end_time,
+        tags=run.data.tags,
+        params=run.data.params,
+        metrics=dict(run.data.metrics),
+    )
 
-    tags = run.data.tags
+
+def record_of(
+    *,
+    run_id: str,
+    run_name: str,
+    status: str,
+    start_time: int | None,
+    end_time: int | None,
+    tags: dict[str, str],
+    params: dict[str, str],
+    metrics: dict[str, float],
+) -> RunRecord:
+    """Parse a run's sweeper tags, whichever reader found them; a tag that is absent or
+    malformed becomes None."""
     framework = tags.get(layout.TAG_FRAMEWORK, "?")
     init = tags.get(layout.TAG_INIT, "?")
     method = tags.get(layout.TAG_METHOD, "?")
     return RunRecord(
-        run_id=run.info.run_id,
-        run_name=run.info.run_name or "",
-        parent_run_id=tags.get(MLFLOW_PARENT_RUN_ID),
-        mlflow_status=run.info.status,
-        start_time=run.info.start_time,
-        end_time=run.info.end_time,
+        run_id=run_id,
+        run_name=run_name,
+        parent_run_id=tags.get(PARENT_RUN_TAG),
+        mlflow_status=status,
+        start_time=start_time,
+        end_time=end_time,
         role=tags.get(layout.TAG_ROLE),
         sweep=tags.get(layout.TAG_SWEEP),
         trial_key=tags.get(layout.TAG_TRIAL_KEY) or None,
@@ -144,11 +172,12 @@ def to_record(run: Run) -> RunRecord:
         status=tags.get(layout.TAG_STATUS),
         error=tags.get(layout.TAG_ERROR),
         trainable_params=_int(tags.get(layout.TAG_TRAINABLE_PARAMS)),
-        latest=dict(run.data.metrics),
+        latest=metrics,
         search_params=tags.get(layout.TAG_SEARCH_PARAMS),
         inputs=tags.get(layout.TAG_INPUTS),
         versions=tags.get(layout.TAG_VERSIONS),
-        precision=run.data.params.get(PARAM_PRECISION, "fp32"),
+        report_digest=tags.get(layout.TAG_REPORT_DIGEST),
+        precision=params.get(PARAM_PRECISION, "fp32"),
     )
 
 
@@ -177,6 +206,11 @@ def load_histories(
     if rows is None:
         rows = {key: _per_run_rows(client, run_ids, key) for key in keys}
 
+    return as_history(rows, run_ids)
+
+
+def as_history(rows: dict[str, list[tuple[str, Point]]], run_ids: Sequence[str]) -> History:
+    """key -> [(run id, point)] rearranged per run, each metric's points in step order."""
     history: dict[str, dict[str, list[Point]]] = {run_id: {} for run_id in run_ids}
     for key, found in rows.items():
         for run_id, point in found:
@@ -190,37 +224,17 @@ def load_histories(
     }
 
 
-_METRIC_COLUMNS = {"key", "value", "timestamp", "step", "run_uuid", "is_nan"}
-
-
 def _sqlite_rows(
     uri: str, run_ids: Sequence[str], keys: Sequence[str]
 ) -> dict[str, list[tuple[str, Point]]] | None:
     """Histories straight from a SQLite store's `metrics` table; None if not possible."""
-    path = sqlite_path(uri)
-    if path is None or not path.is_file():
+    store = open_sqlite(uri)
+    if store is None:
         return None
-    rows: dict[str, list[tuple[str, Point]]] = {key: [] for key in keys}
     try:
-        with closing(sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)) as db:
-            columns = {row[1] for row in db.execute("PRAGMA table_info(metrics)")}
-            if not columns >= _METRIC_COLUMNS:
-                return None
-            key_marks = ",".join("?" * len(keys))
-            for start in range(0, len(run_ids), BULK_CHUNK):
-                chunk = list(run_ids[start : start + BULK_CHUNK])
-                query = (
-                    "SELECT run_uuid, key, step, timestamp, value, is_nan FROM metrics "
-                    f"WHERE key IN ({key_marks}) AND run_uuid IN ({','.join('?' * len(chunk))})"
-                )
-                for run_id, key, step, timestamp, value, is_nan in db.execute(
-                    query, (*keys, *chunk)
-                ):
-                    value = math.nan if is_nan else float(value)
-                    rows[key].append((run_id, Point(int(step), int(timestamp), value)))
+        return store.history_rows(run_ids, keys)
     except sqlite3.Error:
         return None
-    return rows
 
 
 def _bulk_store(uri: str) -> Any | None:

@@ -59,6 +59,9 @@ class RunRecord:
     the tag existed)."""
     precision: str = "fp32"
     """The `train.precision` param; runs from before the field existed ran in fp32."""
+    report_digest: str | None = None
+    """Sweep runs: the digest of the summary last logged to them (sweeper.report_digest);
+    a summary with the same digest has nothing new to log."""
 
     @property
     def variant(self) -> str:
@@ -282,6 +285,9 @@ class Summary:
     """Counted trial runs without the best-checkpoint metrics (`layout.BEST_METRIC_NAMES`:
     made by an older sweeper, or their driver died before the final report); logging
     the report adds them."""
+    logged_digest: str | None = None
+    """The parent run's `sweeper.report_digest`: the digest of the report last logged
+    to it (`sweeper.summarize.report.digest`); not part of the report itself."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready; the summary.json artifact and `--format json`."""

@@ -9,6 +9,7 @@ new value to each metric (MLflow shows the latest).
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 from collections.abc import Sequence
@@ -88,8 +89,21 @@ def group_metrics(summary: Summary) -> dict[str, float]:
     return metrics
 
 
+def digest(summary: Summary) -> str:
+    """What identifies a report: the sha256 of its summary.json (every number, run id,
+    note and tracking URI in it; tables and figures are drawn from the same records)."""
+    return hashlib.sha256(to_json(summary).encode("utf-8")).hexdigest()
+
+
+def unchanged(summary: Summary) -> bool:
+    """True when the parent run already holds this very report and every counted trial
+    has its best-checkpoint metrics: logging again would add nothing."""
+    return not summary.unmarked and summary.logged_digest == digest(summary)
+
+
 def log_report(client: MlflowClient, summary: Summary, files: Sequence[Path]) -> Logged | None:
-    """Log `files` (from write_report) and the group metrics to the parent run.
+    """Log `files` (from write_report) and the group metrics to the parent run, then
+    tag it with the report's digest (`unchanged` reads it back).
 
     Returns None when the experiment has no parent run. Only the report's own files are
     logged, never the rest of a user's --out folder.
@@ -107,6 +121,7 @@ def log_report(client: MlflowClient, summary: Summary, files: Sequence[Path]) ->
     for start in range(0, len(entries), 1000):  # MLflow's log_batch limit
         client.log_batch(run_id, metrics=entries[start : start + 1000])
     mark_best_checkpoints(client, summary)
+    client.set_tag(run_id, layout.TAG_REPORT_DIGEST, digest(summary))
     names = tuple(sorted(Path(p).name for p in files))
     return Logged(run_id, layout.ARTIFACT_REPORT_DIR, names, metrics)
 

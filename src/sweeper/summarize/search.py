@@ -24,12 +24,12 @@ from sweeper import layout
 from sweeper.layout import RunState, Stage, Status
 from sweeper.selection import Mode, best_point, is_better
 from sweeper.summarize.budget import expected_best_curve
-from sweeper.summarize.load import History, load_histories
+from sweeper.summarize.load import History
 from sweeper.summarize.records import Point, RunRecord, SearchGroup
 from sweeper.summarize.select import by_step
 
 if TYPE_CHECKING:
-    from mlflow import MlflowClient
+    from sweeper.summarize.source import RunSource
 
 Importances = Callable[[str], tuple[dict[str, float], str]]
 """study name -> (importances, note)"""
@@ -117,17 +117,17 @@ def search_groups(
 
 
 def load_search(
-    client: MlflowClient, runs: Sequence[RunRecord], parent_run_id: str | None, sweep: str | None
+    source: RunSource, runs: Sequence[RunRecord], parent_run_id: str | None, sweep: str | None
 ) -> list[SearchGroup]:
     """The search section of a summary (empty when the sweep has no search runs)."""
     search_runs = [r for r in runs if r.role == layout.ROLE_TRIAL and r.stage == Stage.SEARCH]
     if not search_runs:
         return []
-    tags = client.get_run(parent_run_id).data.tags if parent_run_id else {}
+    tags = source.tags(parent_run_id) if parent_run_id else {}
     metric = tags.get(layout.TAG_SEARCH_METRIC, layout.METRIC_VALID_ACC)
     mode = tags.get(layout.TAG_SEARCH_MODE, "max")
     storage = tags.get(layout.TAG_OPTUNA_STORAGE)
-    histories = load_histories(client, [r.run_id for r in search_runs], [metric])
+    histories = source.histories([r.run_id for r in search_runs], [metric])
     return search_groups(search_runs, histories, metric, mode, sweep, _study_importances(storage))
 
 

@@ -12,8 +12,9 @@ and whose sample standard deviation is 0.87): every number says what it is.
 * Two groups, paired on seed: the mean of the seed-matched differences, its t CI with
   n_pairs - 1 degrees of freedom and the paired t-test (`scipy.stats.ttest_rel`); the
   Wilcoxon signed-rank test is `scipy.stats.wilcoxon`'s on the same differences.
-* Bootstrap CIs: `scipy.stats.bootstrap`, BCa, 9,999 resamples from a fixed generator,
-  so a summary printed twice prints the same interval.
+* Bootstrap CIs: BCa, 9,999 resamples from a fixed generator, so a summary printed
+  twice prints the same interval; `scipy.stats.bootstrap`'s interval, computed without
+  importing scipy.stats (`sweeper.summarize.resampling` says why).
 * With n = 1 a spread is undefined: those fields are None (shown "n/a"), never NaN.
 """
 
@@ -140,13 +141,14 @@ def _no_spread(diff: float) -> TTest:
 
 
 def wilcoxon_p(differences: Sequence[float]) -> float | None:
-    """Two-sided Wilcoxon signed-rank p (exact for small n without ties, scipy's
-    default); None with fewer than two differences or when every difference is 0."""
+    """Two-sided Wilcoxon signed-rank p (`scipy.stats.wilcoxon`'s defaults, computed by
+    `sweeper.summarize.resampling`); None with fewer than two differences or when every
+    difference is 0."""
     if len(differences) < 2 or not any(differences):
         return None
-    from scipy.stats import wilcoxon
+    from sweeper.summarize.resampling import signed_rank_p
 
-    return float(wilcoxon(differences).pvalue)
+    return signed_rank_p(differences)
 
 
 def bootstrap_ci(
@@ -155,31 +157,18 @@ def bootstrap_ci(
     """BCa bootstrap CI of the mean of one sample (a group, or seed-matched differences,
     which resamples pairs together), or of mean(a) - mean(b) for two independent ones.
     None with fewer than two values; samples without spread give the point interval."""
-    import warnings
-
     import numpy as np
+
+    from sweeper.summarize.resampling import bca_interval
 
     if any(len(s) < 2 for s in samples):
         return None, None
     if all(max(s) == min(s) for s in samples):
         point = mean(samples[0]) - (mean(samples[1]) if len(samples) > 1 else 0.0)
         return point, point
-    from scipy.stats import bootstrap
-
-    def statistic(*arrays, axis=-1):
-        value = np.mean(arrays[0], axis=axis)
-        return value - np.mean(arrays[1], axis=axis) if len(arrays) > 1 else value
-
-    with warnings.catch_warnings():  # a degenerate BCa is reported as None, not a warning
-        warnings.simplefilter("ignore")
-        result = bootstrap(
-            tuple(np.asarray(s, dtype=float) for s in samples),
-            statistic,
-            n_resamples=BOOTSTRAP_RESAMPLES,
-            confidence_level=confidence,
-            rng=np.random.default_rng(BOOTSTRAP_SEED),
-        )
-    low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
+    arrays = [np.asarray(s, dtype=float) for s in samples]
+    with np.errstate(all="ignore"):  # a degenerate BCa is reported as None, not a warning
+        low, high = bca_interval(arrays, BOOTSTRAP_RESAMPLES, confidence, BOOTSTRAP_SEED)
     return (low, high) if math.isfinite(low) and math.isfinite(high) else (None, None)
 
 

@@ -101,16 +101,31 @@ def open_store(spec: SweepSpec, uri: str) -> tuple[MlflowClient, str]:
     its artifacts in `output_dir/mlartifacts` unless a server decides)."""
     import logging
 
-    from mlflow import MlflowClient
-
     for noisy in ("alembic", "mlflow.store.db.utils"):  # schema migration chatter
         logging.getLogger(noisy).setLevel(logging.WARNING)
     if not is_server(uri):
         Path(spec.output_dir).mkdir(parents=True, exist_ok=True)
     root = None if is_server(uri) else artifact_root(spec)
-    with creation_lock(sqlite_path(uri)):  # the first access creates and migrates the schema
-        client = MlflowClient(uri)
+    db = sqlite_path(uri)
+    with creation_lock(db):  # the first access creates and migrates the schema
+        client = _open_client(uri, db)
         return client, ensure_experiment(client, experiment_name(spec), root)
+
+
+def _open_client(uri: str, db: Path | None) -> MlflowClient:
+    """MlflowClient on `uri`; a new SQLite file starts from the cached empty schema, or
+    leaves one behind for the next (`sweeper.tracking.schema`)."""
+    from mlflow import MlflowClient
+    from mlflow.version import VERSION
+
+    from sweeper.tracking.schema import keep_template, seed_from_template
+
+    if db is None or db.exists() or seed_from_template(db, VERSION):
+        return MlflowClient(uri)
+    client = MlflowClient(uri)
+    client.search_experiments(max_results=1)  # the store is made (and migrated) on first use
+    keep_template(db, VERSION)
+    return client
 
 
 @contextmanager
