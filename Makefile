@@ -66,6 +66,7 @@ bench: install
 	$(BIN)/python bench/bench_overhead.py
 	$(BIN)/python bench/bench_concurrency.py
 	$(BIN)/python bench/bench_summarize.py
+	$(BIN)/python bench/bench_throughput.py
 	$(BIN)/python bench/bench_frameworks.py
 	$(BIN)/python bench/bench_gpu_packing.py
 	$(BIN)/python bench/bench_staging.py

@@ -129,3 +129,59 @@ def test_a_new_store_starts_as_a_copy_of_the_cached_schema(tmp_path):
     run = client.create_run("1")
     client.log_metric(run.info.run_id, "valid_accuracy", 71.5, step=3)
     assert client.get_run(run.info.run_id).data.metrics == {"valid_accuracy": 71.5}
+
+
+def test_drivers_started_together_on_a_new_tracking_server(tmp_path, tmp_path_factory):
+    """Three `sweeper run SPEC` started at once against a new, empty `mlflow server`:
+    one experiment and one sweep; one driver runs it, each other one exits 2 naming the
+    driver that holds the sweep; no traceback anywhere."""
+    from mlflow import MlflowClient
+
+    from tests.support.cluster import mlflow_server
+    from tests.support.faults import server_root
+    from tests.support.sweeps import kill_group, new_sweep, roles_in, sweeper_command
+
+    spec, _ = new_sweep(
+        tmp_path, tmp_path_factory, "serverrace", grid={"seed": [1, 2]}, max_concurrent=1
+    )
+    with mlflow_server(server_root(tmp_path, tmp_path_factory)) as server:
+        procs = [
+            subprocess.Popen(
+                sweeper_command("run", spec, "--tracking-uri", server.uri),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=sweeper_env({"*": {"sleep_per_step": 0.5}}),  # 10 s a trial: all three meet
+                start_new_session=True,
+            )
+            for _ in range(DRIVERS)
+        ]
+        try:
+            results = [(p.wait(timeout=300), *p.communicate()) for p in procs]
+        finally:
+            for proc in procs:
+                kill_group(proc.pid)
+        client = MlflowClient(server.uri)
+        experiments = [e.name for e in client.search_experiments()]
+        parents, trials = roles_in(client, "serverrace")
+    codes = sorted(code for code, _, _ in results)
+    tracebacks = sum("Traceback" in out + err for _, out, err in results)
+    refused = [err for code, _, err in results if code == 2]
+    runner = next(p.pid for p, (code, _, _) in zip(procs, results, strict=True) if code == 0)
+    record(
+        "store: drivers started together on a new tracking server",
+        f"{DRIVERS} `sweeper run SPEC` processes started at once against a fresh `mlflow "
+        "server` (empty database), 2 dummy trials",
+        f"exit codes {codes}; the refused ones name pid {runner}: "
+        f"{sum(f'pid {runner} ' in err for err in refused)}/{len(refused)}; experiments "
+        f"{sorted(experiments)}; {len(parents)} sweep run, {len(trials)} trial runs; "
+        f"tracebacks {tracebacks}",
+        passed=codes == [0, 2, 2] and tracebacks == 0,
+    )
+    assert codes == [0, 2, 2], [err[-1500:] for _, _, err in results]
+    assert tracebacks == 0
+    assert all(
+        "is being run by another driver" in err and f"pid {runner} " in err for err in refused
+    )
+    assert experiments.count("serverrace") == 1
+    assert len(parents) == 1 and sorted(t.info.status for t in trials) == ["FINISHED"] * 2

@@ -1,0 +1,155 @@
+"""Engine throughput: trials per minute when the trainer does no work.
+
+    python bench/bench_throughput.py             # 40 trials, 2 at a time, both stores
+    python bench/bench_throughput.py --quick     # 8 trials: checks the script
+
+A sweep of the test-only `dummy` trainer (a subprocess that reads its inputs, writes
+20 steps of metrics and a checkpoint per epoch, and sleeps 0 s a step), so what is
+timed is sweeper's own per-trial cost: Ray Tune scheduling the trial, the trainable
+starting the trainer process, parsing its events, logging them to MLflow through the
+recorder, syncing and closing the run. Two stores: the local SQLite file and a loopback
+`mlflow server` (a cluster's store). Reported from the trial runs' own start and end
+times in MLflow: the span from the first start to the last end, trials per minute over
+it, and engine seconds per trial (span x concurrency / trials: the time one slot spends
+per trial). A trial's start is its first logged point (its run is created, with every
+other, before Ray starts). The soak in `make reliability` measures the same on 200
+trials with 3 s of sleep each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import common
+import yaml
+
+from sweeper import layout
+from tests.support.cluster import mlflow_server
+from tests.support.sweeps import base_spec
+
+TITLE = "Engine throughput"
+TRIALS, QUICK_TRIALS = 40, 8
+CONCURRENCY = 2
+PLUGIN = "sweeper.trainers.dummy:register"
+
+
+def write_sweep(work: Path, name: str, trials: int) -> Path:
+    corpus = work / "corpus"
+    raw = base_spec(corpus, name, work / name)
+    raw["grid"]["seed"] = list(range(1, trials + 1))
+    raw["max_concurrent"] = CONCURRENCY
+    raw["retries"] = 0
+    path = work / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def run_sweep(spec: Path, uri: str | None) -> tuple[float, list[tuple[float, float]]]:
+    """Run the sweep; (driver wall seconds, [(start, end) of each trial run])."""
+    from mlflow import MlflowClient
+
+    from sweeper.specio import load_spec
+    from sweeper.tracking import experiment_name, tracking_uri
+
+    env = common.clean_env()
+    extra = ["--tracking-uri", uri] if uri else []
+    timed = common.run_timed(common.sweeper_command("run", spec, *extra), env=env)
+    loaded = load_spec(spec)
+    client = MlflowClient(uri or tracking_uri(loaded))
+    experiment = client.get_experiment_by_name(experiment_name(loaded))
+    runs = client.search_runs([experiment.experiment_id], "tags.`sweeper.role` = 'trial'")
+    spans = []
+    for run in runs:  # runs are created before Ray starts: a trial starts at its first point
+        first = min(
+            m.timestamp
+            for m in client.get_metric_history(run.info.run_id, layout.METRIC_TRAIN_LOSS)
+        )
+        spans.append((first / 1000, run.info.end_time / 1000))
+    return timed.wall, spans
+
+
+def measure(work: Path, trials: int, store: str) -> dict[str, Any]:
+    spec = write_sweep(work, f"throughput-{store}", trials)
+    if store == "sqlite":
+        wall, spans = run_sweep(spec, None)
+    else:
+        with mlflow_server(work / "server") as server:
+            wall, spans = run_sweep(spec, server.uri)
+    assert len(spans) == trials, f"{len(spans)} trial runs, expected {trials}"
+    span = max(end for _, end in spans) - min(start for start, _ in spans)
+    durations = [end - start for start, end in spans]
+    return {
+        "store": store,
+        "trials": trials,
+        "wall": wall,
+        "span": span,
+        "per_minute": trials / span * 60,
+        "engine_s": span * CONCURRENCY / trials,
+        "run_median": statistics.median(durations),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    common.add_common_arguments(parser)
+    args = parser.parse_args(argv)
+    os.environ["SWEEPER_PLUGINS"] = PLUGIN  # this process reads the spec; children inherit
+    trials = QUICK_TRIALS if args.quick else TRIALS
+    info, start_load = common.machine(), common.load_average()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="sweeper-bench-throughput-") as tmp:
+        for store in ("sqlite", "server"):
+            row = measure(Path(tmp), trials, store)
+            rows.append(row)
+            print(
+                f"{store}: {row['per_minute']:.1f} trials/min, {row['engine_s']:.2f} s per "
+                f"trial slot, driver wall {row['wall']:.1f} s",
+                flush=True,
+            )
+    lines = common.header(TITLE, common.command_line("bench_throughput.py", argv), info, start_load)
+    lines += [
+        "",
+        f"{trials} trials of the dummy trainer (20 steps, no sleep: no training work), "
+        f"{CONCURRENCY} at a time, `resources.cpu: 1`; times from the trial runs' start and "
+        "end in MLflow (start: first logged point). Engine seconds per trial = span x "
+        "concurrency / trials.",
+        "",
+        *common.table(
+            [
+                "Store",
+                "Trials/min",
+                "Engine s per trial",
+                "Median run (s)",
+                "Span (s)",
+                "Driver wall (s)",
+            ],
+            [
+                [
+                    r["store"],
+                    f"{r['per_minute']:.1f}",
+                    f"{r['engine_s']:.2f}",
+                    f"{r['run_median']:.2f}",
+                    f"{r['span']:.1f}",
+                    f"{r['wall']:.1f}",
+                ]
+                for r in rows
+            ],
+        ),
+    ]
+    text = "\n".join(lines) + "\n"
+    print()
+    print(text)
+    if not args.no_doc:
+        common.write_section(TITLE, text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
