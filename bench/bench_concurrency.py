@@ -181,9 +181,7 @@ def main(argv: list[str] | None = None) -> int:
             results[workload][label] = found
     command = common.command_line("bench_concurrency.py", argv)
     text = report(results, epochs, common.header(TITLE, command, info, start_load))
-    print(text)
-    if not args.no_doc:
-        common.write_section(TITLE, text)
+    common.publish(TITLE, text, not args.no_doc)
     return 0
 
 

@@ -160,9 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     command = common.command_line("bench_frameworks.py", argv)
     text = report(results, args.threads, common.header(TITLE, command, info, start_load))
-    print(text)
-    if not args.no_doc:
-        common.write_section(TITLE, text)
+    common.publish(TITLE, text, not args.no_doc)
     return 0
 
 

@@ -162,9 +162,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{packing} per GPU: {found['wall']:.0f} s for {found['trials']} trials")
     command = common.command_line("bench_gpu_packing.py", argv)
     text = report(results, common.header(TITLE, command, info, start_load), skipped=gpus == 0)
-    print(text)
-    if not args.no_doc:
-        common.write_section(TITLE, text)
+    common.publish(TITLE, text, not args.no_doc)
     return 0
 
 

@@ -113,9 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     found = measure(work, args.quick)
     command = common.command_line("bench_lab_size.py", argv or sys.argv[1:])
     text = report(found, common.header(TITLE, command, common.machine(), start_load))
-    print(text)
-    if not args.no_doc and not args.quick:
-        common.write_section(TITLE, text)
+    common.publish(TITLE, text, not args.no_doc and not args.quick)
     return 0
 
 

@@ -336,9 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     title = f"{TITLE} (long)" if epochs >= LONG_EPOCHS else TITLE
     header = common.header(title, common.command_line("bench_overhead.py", argv), info, start_load)
     text = report(figures, epochs, header)
-    print(text)
-    if not args.no_doc:
-        common.write_section(title, text)
+    common.publish(title, text, not args.no_doc)
     return 0
 
 

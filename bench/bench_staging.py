@@ -267,9 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     lines += sweep_rows(walls) if walls else []
     lines += ["", *READING]
     text = "\n".join(lines) + "\n"
-    print(text)
-    if not args.no_doc:
-        common.write_section(TITLE, text)
+    common.publish(TITLE, text, not args.no_doc)
     return 0
 
 

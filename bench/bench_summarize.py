@@ -283,11 +283,7 @@ def main(argv: list[str] | None = None) -> int:
 
     text = "\n".join(report_lines(rows, common.command_line("bench_summarize.py", argv), info,
                                    start_load)) + "\n"  # fmt: skip
-    print()
-    print(text)
-    if not args.no_doc:
-        common.write_section(TITLE, text)
-        print(f"updated {common.DOC.relative_to(common.ROOT)}")
+    common.publish(TITLE, text, not args.no_doc)
     return 0
 
 

@@ -144,10 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         ),
     ]
     text = "\n".join(lines) + "\n"
-    print()
-    print(text)
-    if not args.no_doc:
-        common.write_section(TITLE, text)
+    common.publish(TITLE, text, not args.no_doc)
     return 0
 
 

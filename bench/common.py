@@ -135,6 +135,16 @@ def write_section(title: str, text: str, doc: Path = DOC) -> None:
     doc.write_text(replace_section(current, title, text), encoding="utf-8")
 
 
+def publish(title: str, text: str, write: bool) -> None:
+    """Print a section and, when `write` (no --no-doc), put it into docs/benchmarks.md in
+    place of the last one."""
+    print()
+    print(text)
+    if write:
+        write_section(title, text)
+        print(f"updated {DOC.relative_to(ROOT)}")
+
+
 def command_line(script: str, argv: Sequence[str]) -> str:
     """How the section was produced, as a user would type it."""
     return " ".join(["python", f"bench/{script}", *argv])
