@@ -358,3 +358,13 @@ def test_resources_no_node_can_hold_are_named():
     cluster = [Node("10.0.0.1", 8, 0), Node("10.0.0.2", 4, 1)]
     assert unfit(2, 0.5, cluster) is None  # a GPU node with the CPUs too
     assert unfit(8, 0.5, cluster) is not None  # CPUs and GPU on no single node
+
+
+def test_waiting_for_nodes_needs_a_cluster():
+    """This machine does not grow: asked to wait without --address, the check says so at
+    once instead of sleeping out the time-out."""
+    from sweeper.engine.resources import check_resources
+
+    with pytest.raises(SweepError) as refused:
+        check_resources(1, 64, None, wait_s=600)
+    assert "64 GPUs" in refused.value.message and "give --address" in refused.value.message

@@ -48,7 +48,8 @@ and retries them, for up to $SWEEPER_TRACKING_RETRY_S seconds (default 300) of o
 exit status: 0 when every trial finished; 1 when any trial failed past its retries,
 or the tracking server stayed unreachable past that limit (then --resume records the rest);
 2 for bad input (spec, data, unreachable tracking server, existing runs without
---resume, trial resources that no node has), reported before any trial starts;
+--resume, trial resources that no node has, after --wait-for-nodes on a cluster that
+adds nodes on demand), reported before any trial starts;
 130 after Ctrl-C (SIGINT) and 143 after SIGTERM: running trials stop, their runs are
 marked KILLED, and --resume continues them from their last checkpoints (a second
 signal stops at once).
@@ -57,6 +58,7 @@ signal stops at once).
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from typing import TYPE_CHECKING
 
@@ -111,10 +113,13 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
         help="with --until-decided: seeds added per round (default: as many as grid.seed)",
     )
     parser.add_argument(
-        "--no-resource-check",
-        action="store_true",
-        help="start even when no node can hold a trial's resources yet (an autoscaling "
-        "cluster that adds nodes on demand); otherwise that exits 2 before anything runs",
+        "--wait-for-nodes",
+        type=float,
+        default=0,
+        metavar="SECONDS",
+        help="on a cluster that adds nodes on demand (an autoscaler): when no node can "
+        "hold a trial's resources yet, wait up to SECONDS for one to join, saying so "
+        "every few seconds (default 0: exit 2 at once, before anything is created)",
     )
     parser.add_argument(
         "--max-concurrent",
@@ -195,6 +200,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     if args.max_concurrent is not None and args.max_concurrent < 1:
         fail("--max-concurrent must be at least 1")
+    if args.wait_for_nodes < 0:
+        fail("--wait-for-nodes must be 0 or more seconds")
     options = RunOptions(
         spec_path=args.spec,
         overrides=tuple(args.overrides),
@@ -209,8 +216,7 @@ def run(args: argparse.Namespace) -> int:
 
     with graceful_stop() as stop:
         try:
-            if not args.no_resource_check:
-                _check_resources(spec, options)
+            _check_resources(spec, options, args.wait_for_nodes)
             from sweeper.engine.store import sweep_lease
 
             with sweep_lease(options, spec):  # one live driver per sweep
@@ -223,12 +229,15 @@ def run(args: argparse.Namespace) -> int:
             return stop.exit_code(EXIT_INTERRUPTED)
 
 
-def _check_resources(spec: SweepSpec, options: RunOptions) -> None:
-    """Exit 2 now, not after preparing data, when no node can hold one trial."""
+def _check_resources(spec: SweepSpec, options: RunOptions, wait_s: float) -> None:
+    """Exit 2 now, not after preparing data, when no node can hold one trial (after
+    `wait_s` seconds of waiting for one to join, on a cluster)."""
     from sweeper.engine.resources import check_resources
     from sweeper.tune.cluster import ray_address
 
-    check_resources(spec.resources.cpu, spec.resources.gpu, ray_address(options.address))
+    address = ray_address(options.address)
+    log = functools.partial(print, flush=True)
+    check_resources(spec.resources.cpu, spec.resources.gpu, address, wait_s, log=log)
 
 
 def _run_engine(options: RunOptions, spec: SweepSpec, budget: Budget | None) -> int:
