@@ -117,6 +117,24 @@ BEST_METRIC_NAMES = (
     METRIC_BEST_STEP,
     METRIC_BEST_EPOCH,
 )
+"""A classification sweep's best-checkpoint metrics; a spec with another `select:`
+names its own (`sweeper.selection.Selection.best_names`), all starting `best_`."""
+METRIC_BEST_PREFIX = "best_"
+
+# What each task's trainers measure at every validation point: metric event fields
+# (`loss`, `accuracy`) or entries of an event's `metrics`, logged as `valid_<name>` and
+# `test_<name>`. Accuracy and exact match are percentages (0-100), higher is better;
+# loss and perplexity are better lower.
+TASK_CLASSIFICATION = "classification"
+TASK_CAUSAL_LM = "causal_lm"
+TASK_METRICS = {
+    TASK_CLASSIFICATION: ("loss", "accuracy"),
+    TASK_CAUSAL_LM: ("loss", "perplexity", "exact_match"),
+}
+HIGHER_IS_BETTER = frozenset({"accuracy", "exact_match"})
+PERCENT_METRICS = frozenset({"accuracy", "exact_match"})
+TAG_SELECT = "sweeper.select"
+"""Sweep runs whose spec sets `select:`: its JSON, for `summarize --experiment` (no spec)."""
 
 # Artifacts of a trial run.
 ARTIFACT_BEST_CHECKPOINT = "checkpoints/best"

@@ -22,6 +22,8 @@ from pydantic import (
     model_validator,
 )
 
+from sweeper.layout import HIGHER_IS_BETTER, TASK_CLASSIFICATION, TASK_METRICS
+
 
 def _resolve_path(value: Path, info: ValidationInfo) -> Path:
     """Relative paths mean "relative to the spec file", never to the caller's cwd."""
@@ -300,6 +302,45 @@ class SearchConfig(Strict):
         return self
 
 
+class SelectConfig(Strict):
+    """How each trial's best checkpoint is picked, and what the summary reports there.
+    Names are logged metric names: `valid_<m>` / `test_<m>` for a measurement `m` the
+    task's trainers make (classification: loss, accuracy)."""
+
+    metric: str = "valid_accuracy"
+    """The validation metric whose best step is the trial's best checkpoint (ties: the
+    earliest step); it is also what Table 1 shows as "Valid"."""
+    mode: Literal["max", "min"] | None = None
+    """`max` or `min`; unset: the metric's own direction (accuracy max, loss min)."""
+    report: list[str] = Field(default_factory=lambda: ["test_accuracy"], min_length=1)
+    """Test metrics read at the best checkpoint. The first is the one Table 2, the
+    comparisons, figures and `--evaluate` are about; the others get a Table 1 column
+    and a Table 2 mean."""
+
+    def direction(self) -> Literal["max", "min"]:
+        if self.mode is not None:
+            return self.mode
+        return "max" if self.metric.removeprefix("valid_") in HIGHER_IS_BETTER else "min"
+
+    def unknown(self, measured: tuple[str, ...]) -> list[str]:
+        """Problems with metrics no trainer of the task reports (`measured`: its names)."""
+        valid = [f"valid_{m}" for m in measured]
+        test = [f"test_{m}" for m in measured]
+        problems = []
+        if self.metric not in valid:
+            problems.append(
+                f"metric {self.metric!r} is not reported by any trainer; "
+                f"the validation metrics that exist: {', '.join(valid)}"
+            )
+        problems += [
+            f"report {name!r} is not reported by any trainer; the test metrics "
+            f"that exist: {', '.join(test)}"
+            for name in self.report
+            if name not in test
+        ]
+        return problems
+
+
 class ResourcesConfig(Strict):
     cpu: float = Field(1.0, gt=0)
     """CPUs per trial; the trainer's thread count follows it."""
@@ -321,6 +362,7 @@ class SweepSpec(Strict):
     lora: LoraConfig = LoraConfig()
     grid: GridConfig = GridConfig()
     search: SearchConfig | None = None
+    select: SelectConfig = SelectConfig()
     resources: ResourcesConfig = ResourcesConfig()
     max_concurrent: int | None = Field(None, ge=1)
     """Trials running at once; None: as many as the resources allow."""
@@ -346,6 +388,14 @@ class SweepSpec(Strict):
                 "from grid.seed, or set search.allow_seed_overlap: true"
             )
         return self
+
+    @field_validator("select")
+    @classmethod
+    def _selected_metrics_exist(cls, select: SelectConfig) -> SelectConfig:
+        problems = select.unknown(TASK_METRICS[TASK_CLASSIFICATION])
+        if problems:
+            raise ValueError("; ".join(problems))
+        return select
 
     @model_validator(mode="after")
     def _fp16_needs_cuda(self) -> SweepSpec:
