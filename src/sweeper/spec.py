@@ -22,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from sweeper.layout import HIGHER_IS_BETTER, TASK_CLASSIFICATION, TASK_METRICS
+from sweeper.layout import HIGHER_IS_BETTER, TASK_CAUSAL_LM, TASK_CLASSIFICATION, TASK_METRICS
 
 
 def _resolve_path(value: Path, info: ValidationInfo) -> Path:
@@ -100,6 +100,9 @@ class DataConfig(Strict):
     """Allowed labels; their order fixes the class index."""
     generate: GenerateConfig | None = None
     """Generator settings; required when `source: generated`."""
+    answers: dict[str, str] | None = None
+    """`task: causal_lm` only: label -> answer text, turning labeled texts into prompt ->
+    answer pairs (the demo's reviews -> verdicts). Unset: each label line is the answer."""
 
     @model_validator(mode="after")
     def _suffixes_differ(self) -> DataConfig:
@@ -341,6 +344,13 @@ class SelectConfig(Strict):
         return problems
 
 
+LM_SELECT = {
+    "metric": "valid_exact_match",
+    "report": ["test_exact_match", "test_perplexity"],
+}
+"""`select:` of a causal-LM sweep that sets none."""
+
+
 class ResourcesConfig(Strict):
     cpu: float = Field(1.0, gt=0)
     """CPUs per trial; the trainer's thread count follows it."""
@@ -353,6 +363,11 @@ class SweepSpec(Strict):
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=64)
     """Sweep name: the MLflow experiment and part of every trial key."""
+    task: Literal["classification", "causal_lm"] = "classification"
+    """`classification`: a sentence classifier (fairseq or HF). `causal_lm`: a decoder
+    (`model.arch` as a Llama-style model, or a local HF causal-LM folder) fine-tuned on
+    prompt -> answer pairs with HF (transformers + PEFT), loss on the answer tokens;
+    validation and test report loss, perplexity and exact match of greedy answers."""
     output_dir: SpecPath = Path("../runs/sweep")
     """Where prepared data, checkpoints and the default MLflow store go."""
     tracking: TrackingConfig = TrackingConfig()
@@ -389,13 +404,33 @@ class SweepSpec(Strict):
             )
         return self
 
+    @model_validator(mode="before")
+    @classmethod
+    def _task_default_select(cls, data: Any) -> Any:
+        """A causal-LM sweep without `select:` picks by exact match and reports exact
+        match and perplexity (classification's default names no metric it has)."""
+        if isinstance(data, dict) and data.get("task") == TASK_CAUSAL_LM and "select" not in data:
+            return {**data, "select": LM_SELECT}
+        return data
+
     @field_validator("select")
     @classmethod
-    def _selected_metrics_exist(cls, select: SelectConfig) -> SelectConfig:
-        problems = select.unknown(TASK_METRICS[TASK_CLASSIFICATION])
+    def _selected_metrics_exist(cls, select: SelectConfig, info: ValidationInfo) -> SelectConfig:
+        problems = select.unknown(TASK_METRICS[info.data.get("task", TASK_CLASSIFICATION)])
         if problems:
             raise ValueError("; ".join(problems))
         return select
+
+    @model_validator(mode="after")
+    def _causal_lm_runs_on_hf(self) -> SweepSpec:
+        if self.task == TASK_CAUSAL_LM:
+            others = [f for f in self.grid.framework if f != "hf"]
+            if others:
+                raise ValueError(
+                    f"grid.framework {others} cannot run task causal_lm: causal-LM trials "
+                    "run on hf (transformers + PEFT) only"
+                )
+        return self
 
     @model_validator(mode="after")
     def _fp16_needs_cuda(self) -> SweepSpec:

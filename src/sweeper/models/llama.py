@@ -1,0 +1,118 @@
+"""The small decoder of causal-LM sweeps: a Llama-style `LlamaForCausalLM` built here.
+
+Nothing can be downloaded, so a causal-LM sweep either names a local HF causal-LM
+folder or describes a small decoder with `model.arch` (layers, hidden size = embed_dim,
+heads, intermediate size = ffn_dim, max positions), its vocabulary being the sweep's
+sentencepiece pieces numbered as the fairseq dictionary numbers them (the ids every
+prepared file holds). Starting weights are HF folders (`save_pretrained`), one per
+(arch, seed) for `random` (drawn under the seed) and the pretraining stage's output
+for `pretrained`, so trials of one seed share their starting point.
+
+LoRA target modules (`lora.target_modules`) accept the lab reports' two choices by
+shorthand: `attention` is the attention projections (`q_proj`, `k_proj`, `v_proj`,
+`o_proj`), `all-linear` is every dense layer the reports list: those four, the MLP's
+`gate_proj`, `up_proj`, `down_proj`, the embeddings `embed_tokens` and the output layer
+`lm_head`. PEFT's own `"all-linear"` leaves the output layer out, hence sweeper's
+explicit list.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import peft
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+BOS_ID, PAD_ID, EOS_ID = 0, 1, 2
+"""fairseq's special ids (`<s>`, `<pad>`, `</s>`), which the prepared ids use."""
+ATTENTION = ("q_proj", "k_proj", "v_proj", "o_proj")
+ALL_LINEAR = (*ATTENTION, "gate_proj", "up_proj", "down_proj", "embed_tokens", "lm_head")
+SHORTHANDS = {"attention": ATTENTION, "all-linear": ALL_LINEAR}
+FORMAT_VERSION = 1
+
+
+def target_modules(names: Sequence[str]) -> list[str]:
+    """`lora.target_modules` with the shorthands expanded, order kept, no repeats."""
+    expanded = [module for name in names for module in SHORTHANDS.get(name, (name,))]
+    return list(dict.fromkeys(expanded))
+
+
+def llama_config(arch: Mapping[str, Any], vocab_size: int) -> LlamaConfig:
+    """The decoder `model.arch` describes, over the sweep's vocabulary."""
+    from transformers import LlamaConfig
+
+    return LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=int(arch["embed_dim"]),
+        intermediate_size=int(arch["ffn_dim"]),
+        num_hidden_layers=int(arch["layers"]),
+        num_attention_heads=int(arch["heads"]),
+        num_key_value_heads=int(arch["heads"]),
+        max_position_embeddings=int(arch["max_positions"]),
+        bos_token_id=BOS_ID,
+        eos_token_id=EOS_ID,
+        pad_token_id=PAD_ID,
+        tie_word_embeddings=False,
+    )
+
+
+def random_init(arch: Mapping[str, Any], vocab_size: int, seed: int, out_dir: Path) -> Path:
+    """The `random` starting folder of a seed, written once (atomically) and reused."""
+    import torch
+    from transformers import LlamaForCausalLM
+    from transformers.utils import logging
+
+    logging.disable_progress_bar()  # "Writing model shards", once per folder
+    identity = {"arch": dict(arch), "vocab": vocab_size, "seed": seed, "v": FORMAT_VERSION}
+    key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+    folder = out_dir / f"llama-random-s{seed}-{key}"
+    if (folder / "config.json").is_file():
+        return folder
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(llama_config(arch, vocab_size))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
+        model.save_pretrained(tmp)
+        try:
+            os.replace(tmp, folder)
+        except OSError:  # written meanwhile by another trial: the same weights
+            if not (folder / "config.json").is_file():
+                raise
+        else:
+            os.makedirs(tmp)  # TemporaryDirectory removes what it created
+    return folder
+
+
+def load_lm(folder: Path, dropout: float = 0.0) -> LlamaForCausalLM:
+    """A causal LM from a local folder (sweeper's own or a user's `save_pretrained`)."""
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(str(folder), attention_dropout=dropout)
+
+
+def lora_lm_config(lora: Mapping[str, Any]) -> peft.LoraConfig:
+    """PEFT's `LoraConfig` for a causal LM from a trial's resolved `lora` block."""
+    from peft import LoraConfig, TaskType
+
+    return LoraConfig(
+        task_type=TaskType.CAUSAL_LM,
+        r=int(lora["r"]),
+        lora_alpha=int(lora["alpha"]),
+        lora_dropout=float(lora["dropout"]),
+        target_modules=target_modules(lora["target_modules"]),
+        bias=lora.get("bias", "none"),
+    )
+
+
+def apply_lm_lora(model: LlamaForCausalLM, lora: Mapping[str, Any]) -> peft.PeftModel:
+    """Wrap a causal LM so only its LoRA adapters train."""
+    from peft import get_peft_model
+
+    return get_peft_model(model, lora_lm_config(lora))
