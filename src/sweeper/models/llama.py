@@ -116,3 +116,29 @@ def apply_lm_lora(model: LlamaForCausalLM, lora: Mapping[str, Any]) -> peft.Peft
     from peft import get_peft_model
 
     return get_peft_model(model, lora_lm_config(lora))
+
+
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+
+
+def lm_folder_problems(folder: Path, vocab_size: int | None) -> list[str]:
+    """Why a local folder cannot be a causal-LM sweep's pretrained decoder (every
+    problem at once): no config, no weights, not a `*ForCausalLM`, or fewer embedding
+    rows than the sweep's dictionary numbers (sweeper encodes with `model.sentencepiece`
+    and `model.dictionary`, so the folder must have been trained on those ids)."""
+    config_file = folder / "config.json"
+    if not config_file.is_file():
+        return [f"{folder}: no config.json (expected a save_pretrained folder)"]
+    problems = []
+    if not any((folder / name).is_file() for name in WEIGHT_FILES):
+        problems.append(f"{folder}: no weights ({' or '.join(WEIGHT_FILES)})")
+    config = json.loads(config_file.read_text(encoding="utf-8"))
+    kinds = config.get("architectures") or []
+    if not any(str(kind).endswith("ForCausalLM") for kind in kinds):
+        problems.append(f"{folder}: architectures {kinds} has no *ForCausalLM")
+    rows = int(config.get("vocab_size", 0))
+    if vocab_size is not None and rows < vocab_size:
+        problems.append(
+            f"{folder}: {rows} embedding rows, but model.dictionary numbers {vocab_size} ids"
+        )
+    return problems
