@@ -407,11 +407,13 @@ class SweepSpec(Strict):
     @model_validator(mode="before")
     @classmethod
     def _task_default_select(cls, data: Any) -> Any:
-        """A causal-LM sweep without `select:` picks by exact match and reports exact
-        match and perplexity (classification's default names no metric it has)."""
-        if isinstance(data, dict) and data.get("task") == TASK_CAUSAL_LM and "select" not in data:
-            return {**data, "select": LM_SELECT}
-        return data
+        """A causal-LM sweep picks by exact match and reports exact match and perplexity
+        unless its `select:` says otherwise (classification's defaults name metrics it
+        does not have)."""
+        given = data.get("select", {}) if isinstance(data, dict) else None
+        if isinstance(given, dict) and data.get("task") == TASK_CAUSAL_LM:
+            return {**data, "select": {**LM_SELECT, **given}}
+        return data  # a select: that is no mapping is reported by its field
 
     @field_validator("select")
     @classmethod

@@ -113,9 +113,15 @@ def lora_lm_config(lora: Mapping[str, Any]) -> peft.LoraConfig:
 
 def apply_lm_lora(model: LlamaForCausalLM, lora: Mapping[str, Any]) -> peft.PeftModel:
     """Wrap a causal LM so only its LoRA adapters train."""
+    import warnings
+
     from peft import get_peft_model
 
-    return get_peft_model(model, lora_lm_config(lora))
+    with warnings.catch_warnings():  # as models.lora.apply_lora: PEFT's call, not ours
+        warnings.filterwarnings(
+            "ignore", message=".*is_gradient_checkpointing", category=FutureWarning
+        )
+        return get_peft_model(model, lora_lm_config(lora))
 
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
