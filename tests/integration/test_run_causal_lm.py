@@ -1,6 +1,6 @@
 """A causal-LM sweep through real Ray, MLflow, transformers and PEFT, kept tiny.
 
-2 seeds x {full, LoRA on all-linear} on the pretrained decoder (20 pretraining steps,
+{full, LoRA on all-linear} on the pretrained decoder, one seed (20 pretraining steps,
 one epoch of 10 updates): every trial run records loss, perplexity and exact match and
 the best-checkpoint metrics of the causal-LM selection; each stored best checkpoint,
 reloaded here with transformers (and PEFT for LoRA), gives the recorded test exact
@@ -36,14 +36,14 @@ def _lm_sweep(tmp_path, tmp_path_factory, name: str, grid: dict):
 
 
 def test_a_causal_lm_sweep_records_reloadable_best_checkpoints(tmp_path, tmp_path_factory):
-    grid = {"seed": [1, 2], "init": ["pretrained"], "framework": ["hf"], "method": ["full", "lora"]}
+    grid = {"seed": [1], "init": ["pretrained"], "framework": ["hf"], "method": ["full", "lora"]}
     spec, out = _lm_sweep(tmp_path, tmp_path_factory, "lm", grid)
     done = run_sweeper("run", spec, timeout=400)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "test_exact_match" in done.stdout and "Mean test_perplexity" in done.stdout
 
     _, trials = runs_by_role(out, "lm")
-    assert len(trials) == 4
+    assert len(trials) == 2
     client = client_for(out)
     for run in trials:
         metrics = run.data.metrics
@@ -58,7 +58,7 @@ def test_a_causal_lm_sweep_records_reloadable_best_checkpoints(tmp_path, tmp_pat
 
     evaluated = run_sweeper("summarize", spec, "--evaluate", "--no-log", timeout=300)
     assert evaluated.returncode == 0, evaluated.stdout[-2000:] + evaluated.stderr[-2000:]
-    assert "4 of 4 agree" in evaluated.stdout
+    assert "2 of 2 agree" in evaluated.stdout
 
 
 def _reload(client, run_id: str, tmp) -> float:

@@ -123,3 +123,19 @@ def test_lm_events_carry_their_metrics_as_json():
         step=5, epoch=1.0, split="test", loss=0.1, metrics={"exact_match": 50.0, "perplexity": 1.1}
     )
     assert json.loads(event.to_json())["metrics"] == {"exact_match": 50.0, "perplexity": 1.1}
+
+
+def test_params_counts_the_decoder_and_each_lora_choice(capsys):
+    args = [
+        "params",
+        str(SWEEPS / "demo-llm.yaml"),
+        "model.arch.vocab_size=1002",
+        "--format",
+        "json",
+    ]
+    assert main(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["model"] == "LlamaForCausalLM" and data["total"] == 210_496
+    trainable = {tuple(row["lora"]["target_modules"]): row["trainable"] for row in data["lora"]}
+    # attention: 2 layers x 4 projections x r=8 x (64 in + 64 out) = 8,192
+    assert trainable == {("attention",): 8_192, ("all-linear",): 34_464}

@@ -148,3 +148,21 @@ def lm_folder_problems(folder: Path, vocab_size: int | None) -> list[str]:
             f"{folder}: {rows} embedding rows, but model.dictionary numbers {vocab_size} ids"
         )
     return problems
+
+
+def lm_param_counts(
+    arch: Mapping[str, Any], vocab_size: int, loras: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """`sweeper params` of a causal-LM sweep: the decoder's parameters, and PEFT's
+    (trainable, total) for each LoRA setting, counted on the real wrapped model."""
+    from transformers import LlamaForCausalLM
+
+    total = sum(p.numel() for p in LlamaForCausalLM(llama_config(arch, vocab_size)).parameters())
+    rows = []
+    for lora in loras:
+        model = apply_lm_lora(LlamaForCausalLM(llama_config(arch, vocab_size)), lora)
+        trainable, wrapped = model.get_nb_trainable_parameters()
+        modules = target_modules(lora["target_modules"])
+        rows.append({"lora": dict(lora), "target_modules": modules,
+                     "trainable": int(trainable), "total": int(wrapped)})  # fmt: skip
+    return {"model": "LlamaForCausalLM", "vocab_size": vocab_size, "total": total, "lora": rows}
