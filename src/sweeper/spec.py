@@ -424,6 +424,16 @@ class SweepSpec(Strict):
         return select
 
     @model_validator(mode="after")
+    def _searched_metric_exists(self) -> SweepSpec:
+        measured = [f"valid_{m}" for m in TASK_METRICS[self.task]]
+        if self.search is not None and self.search.metric not in measured:
+            raise ValueError(
+                f"search.metric {self.search.metric!r} is not reported by any trainer; the "
+                f"validation metrics that exist: {', '.join(measured)}"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _causal_lm_runs_on_hf(self) -> SweepSpec:
         if self.task == TASK_CAUSAL_LM:
             others = [f for f in self.grid.framework if f != "hf"]

@@ -93,7 +93,9 @@ def random_init(arch: Mapping[str, Any], vocab_size: int, seed: int, out_dir: Pa
 def load_lm(folder: Path, dropout: float = 0.0) -> LlamaForCausalLM:
     """A causal LM from a local folder (sweeper's own or a user's `save_pretrained`)."""
     from transformers import AutoModelForCausalLM
+    from transformers.utils import logging
 
+    logging.disable_progress_bar()  # a "Loading weights" bar per trial would bury the log
     return AutoModelForCausalLM.from_pretrained(str(folder), attention_dropout=dropout)
 
 
