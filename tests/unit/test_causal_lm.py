@@ -139,3 +139,16 @@ def test_params_counts_the_decoder_and_each_lora_choice(capsys):
     trainable = {tuple(row["lora"]["target_modules"]): row["trainable"] for row in data["lora"]}
     # attention: 2 layers x 4 projections x r=8 x (64 in + 64 out) = 8,192
     assert trainable == {("attention",): 8_192, ("all-linear",): 34_464}
+
+
+def test_a_saved_decoder_folder_is_usable_and_loads(tmp_path: Path):
+    from sweeper.models.llama import load_lm, random_init
+
+    folder = random_init(ARCH, 50, 3, tmp_path)
+    assert random_init(ARCH, 50, 3, tmp_path) == folder  # cached per (arch, vocab, seed)
+    assert lm_folder_problems(folder, 50) == []
+    assert lm_folder_problems(folder, 60) == [
+        f"{folder}: 50 embedding rows, but model.dictionary numbers 60 ids"
+    ]
+    model = load_lm(folder)
+    assert model.config.vocab_size == 50 and model.config.num_hidden_layers == 1
