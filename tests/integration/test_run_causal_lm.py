@@ -92,3 +92,20 @@ def test_fairseq_for_a_causal_lm_sweep_exits_2_before_anything_exists(tmp_path, 
     assert "cannot run task causal_lm" in refused.stderr
     assert sorted(p.name for p in out.iterdir()) == before  # no run, no prepared data
     assert runs_by_role(out, "lmfairseq") == ([], [])
+
+
+def test_a_folder_that_is_no_causal_lm_exits_2_before_anything_exists(tmp_path, tmp_path_factory):
+    grid = {"seed": [1], "init": ["pretrained"], "framework": ["hf"]}
+    spec, out = _lm_sweep(tmp_path, tmp_path_factory, "lmfolder", grid)
+    before = sorted(p.name for p in out.iterdir())
+    not_a_model = tmp_path / "not-a-model"
+    not_a_model.mkdir()
+    refused = run_sweeper(
+        "run", spec, "model.pretrain=null", f"model.checkpoint={not_a_model}", timeout=120
+    )
+    assert refused.returncode == 2
+    assert (
+        "not usable as the pretrained decoder" in refused.stderr
+        and "no config.json" in refused.stderr
+    )
+    assert sorted(p.name for p in out.iterdir()) == before
