@@ -8,7 +8,9 @@ Metric event (one JSON object per line in `events.jsonl`, see `sweeper.trainers.
   {"step": 225, "epoch": 1.0, "split": "valid", "loss": 0.61, "accuracy": 71.5,
    "lr": 9.4e-05, "wall_time": 12.3}
 `split` is `train`, `valid` or `test`; accuracy is a percentage (0-100) as in the lab's
-tables, null for `train`; step is the number of optimizer updates so far.
+tables, null for `train`; step is the number of optimizer updates so far. A causal-LM
+trainer's evaluations add `"metrics": {"perplexity": ..., "exact_match": ...}` (absent
+from a classifier's lines), logged as `valid_<name>` / `test_<name>`.
 
 MLflow layout:
   experiment  = the sweep name (or spec.tracking.experiment)
