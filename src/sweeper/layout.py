@@ -8,7 +8,9 @@ Metric event (one JSON object per line in `events.jsonl`, see `sweeper.trainers.
   {"step": 225, "epoch": 1.0, "split": "valid", "loss": 0.61, "accuracy": 71.5,
    "lr": 9.4e-05, "wall_time": 12.3}
 `split` is `train`, `valid` or `test`; accuracy is a percentage (0-100) as in the lab's
-tables, null for `train`; step is the number of optimizer updates so far.
+tables, null for `train`; step is the number of optimizer updates so far. A causal-LM
+trainer's evaluations add `"metrics": {"perplexity": ..., "exact_match": ...}` (absent
+from a classifier's lines), logged as `valid_<name>` / `test_<name>`.
 
 MLflow layout:
   experiment  = the sweep name (or spec.tracking.experiment)
@@ -117,6 +119,24 @@ BEST_METRIC_NAMES = (
     METRIC_BEST_STEP,
     METRIC_BEST_EPOCH,
 )
+"""A classification sweep's best-checkpoint metrics; a spec with another `select:`
+names its own (`sweeper.selection.Selection.best_names`), all starting `best_`."""
+METRIC_BEST_PREFIX = "best_"
+
+# What each task's trainers measure at every validation point: metric event fields
+# (`loss`, `accuracy`) or entries of an event's `metrics`, logged as `valid_<name>` and
+# `test_<name>`. Accuracy and exact match are percentages (0-100), higher is better;
+# loss and perplexity are better lower.
+TASK_CLASSIFICATION = "classification"
+TASK_CAUSAL_LM = "causal_lm"
+TASK_METRICS = {
+    TASK_CLASSIFICATION: ("loss", "accuracy"),
+    TASK_CAUSAL_LM: ("loss", "perplexity", "exact_match"),
+}
+HIGHER_IS_BETTER = frozenset({"accuracy", "exact_match"})
+PERCENT_METRICS = frozenset({"accuracy", "exact_match"})
+TAG_SELECT = "sweeper.select"
+"""Sweep runs whose spec sets `select:`: its JSON, for `summarize --experiment` (no spec)."""
 
 # Artifacts of a trial run.
 ARTIFACT_BEST_CHECKPOINT = "checkpoints/best"

@@ -9,15 +9,24 @@ same trial. So every one of them calls `best_point`.
 Rule: the best value by `mode` (highest for "max", lowest for "min"); among equal
 values the earliest step wins (the checkpoint a run that keeps its first best has on
 disk). Points whose value is None or NaN are never best.
+
+Which validation metric is "best", in which direction, and which test metrics are read
+at that point is a sweep's `Selection` (its spec's `select:` block; classification's
+default: highest `valid_accuracy`, report `test_accuracy`).
 """
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Iterable
-from typing import Literal
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
 from sweeper import layout
+
+if TYPE_CHECKING:
+    from sweeper.spec import SelectConfig
 
 Mode = Literal["max", "min"]
 
@@ -45,16 +54,84 @@ def best_point(
     return best
 
 
+@dataclass(frozen=True)
+class Selection:
+    """How a sweep picks each trial's best checkpoint and what it reports there.
+
+    Metric names are the logged ones (`valid_<name>`, `test_<name>`, `layout.TASK_METRICS`).
+    The first `report` metric is the one Table 2, the comparisons and the figures are
+    about; the others are shown beside it.
+    """
+
+    metric: str = layout.METRIC_VALID_ACC
+    mode: Mode = "max"
+    report: tuple[str, ...] = (layout.METRIC_TEST_ACC,)
+
+    @classmethod
+    def of(cls, select: SelectConfig) -> Selection:
+        """A spec's `select:` block, its mode defaulted to the metric's direction."""
+        return cls(select.metric, select.direction(), tuple(select.report))
+
+    @property
+    def valid_name(self) -> str:
+        """The selection metric as a metric event names it (`accuracy`, `loss`, ...)."""
+        return base_name(self.metric)
+
+    @property
+    def primary(self) -> str:
+        return self.report[0]
+
+    def is_default(self) -> bool:
+        return self == ACCURACY
+
+    def best_names(self) -> tuple[str, ...]:
+        """The best-checkpoint metrics a finished trial run carries, in logging order."""
+        return (
+            *(layout.METRIC_BEST_PREFIX + name for name in (self.metric, *self.report)),
+            layout.METRIC_BEST_STEP,
+            layout.METRIC_BEST_EPOCH,
+        )
+
+    def to_json(self) -> str:
+        return json.dumps({"metric": self.metric, "mode": self.mode, "report": list(self.report)})
+
+    @classmethod
+    def from_json(cls, text: str | None) -> Selection:
+        """A sweep run's `sweeper.select` tag; absent (a classification sweep): ACCURACY."""
+        if not text:
+            return ACCURACY
+        data = json.loads(text)
+        return cls(data["metric"], data["mode"], tuple(data["report"]))
+
+
+ACCURACY = Selection()
+"""Classification's selection: highest validation accuracy, test accuracy reported."""
+
+
+def base_name(metric: str) -> str:
+    """`valid_loss` -> `loss`: the name a metric event gives a logged metric."""
+    return metric.split("_", 1)[1] if metric.startswith(("valid_", "test_")) else metric
+
+
+def metric_mode(metric: str) -> Mode:
+    """Which way a metric improves (`layout.HIGHER_IS_BETTER`)."""
+    return "max" if base_name(metric) in layout.HIGHER_IS_BETTER else "min"
+
+
 def best_metrics(
-    valid_accuracy: float | None, test_accuracy: float | None, step: int, epoch: float | None
+    valid: float | None,
+    tests: Mapping[str, float | None],
+    step: int,
+    epoch: float | None,
+    selection: Selection = ACCURACY,
 ) -> dict[str, float]:
-    """A best point as the `layout.BEST_METRIC_NAMES` metrics a trial run carries (what
-    a finished trial logs, and what the summariser adds to a run that lacks them);
-    values that are not known are left out."""
-    values = {
-        layout.METRIC_BEST_VALID_ACC: valid_accuracy,
-        layout.METRIC_BEST_TEST_ACC: test_accuracy,
-        layout.METRIC_BEST_STEP: step,
-        layout.METRIC_BEST_EPOCH: epoch,
-    }
+    """A best point as the best-checkpoint metrics a trial run carries
+    (`Selection.best_names`: what a finished trial logs, and what the summariser adds to
+    a run that lacks them): the selection metric's value, each reported test metric
+    (`tests`, by logged name), step and epoch; values that are not known are left out."""
+    prefix = layout.METRIC_BEST_PREFIX
+    values: dict[str, float | None] = {prefix + selection.metric: valid}
+    values.update({prefix + name: tests.get(name) for name in selection.report})
+    values[layout.METRIC_BEST_STEP] = step
+    values[layout.METRIC_BEST_EPOCH] = epoch
     return {key: float(value) for key, value in values.items() if value is not None}

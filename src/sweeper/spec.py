@@ -22,6 +22,8 @@ from pydantic import (
     model_validator,
 )
 
+from sweeper.layout import HIGHER_IS_BETTER, TASK_CAUSAL_LM, TASK_CLASSIFICATION, TASK_METRICS
+
 
 def _resolve_path(value: Path, info: ValidationInfo) -> Path:
     """Relative paths mean "relative to the spec file", never to the caller's cwd."""
@@ -98,6 +100,9 @@ class DataConfig(Strict):
     """Allowed labels; their order fixes the class index."""
     generate: GenerateConfig | None = None
     """Generator settings; required when `source: generated`."""
+    answers: dict[str, str] | None = None
+    """`task: causal_lm` only: label -> answer text, turning labeled texts into prompt ->
+    answer pairs (the demo's reviews -> verdicts). Unset: each label line is the answer."""
 
     @model_validator(mode="after")
     def _suffixes_differ(self) -> DataConfig:
@@ -300,6 +305,52 @@ class SearchConfig(Strict):
         return self
 
 
+class SelectConfig(Strict):
+    """How each trial's best checkpoint is picked, and what the summary reports there.
+    Names are logged metric names: `valid_<m>` / `test_<m>` for a measurement `m` the
+    task's trainers make (classification: loss, accuracy)."""
+
+    metric: str = "valid_accuracy"
+    """The validation metric whose best step is the trial's best checkpoint (ties: the
+    earliest step); it is also what Table 1 shows as "Valid"."""
+    mode: Literal["max", "min"] | None = None
+    """`max` or `min`; unset: the metric's own direction (accuracy max, loss min)."""
+    report: list[str] = Field(default_factory=lambda: ["test_accuracy"], min_length=1)
+    """Test metrics read at the best checkpoint. The first is the one Table 2, the
+    comparisons, figures and `--evaluate` are about; the others get a Table 1 column
+    and a Table 2 mean."""
+
+    def direction(self) -> Literal["max", "min"]:
+        if self.mode is not None:
+            return self.mode
+        return "max" if self.metric.removeprefix("valid_") in HIGHER_IS_BETTER else "min"
+
+    def unknown(self, measured: tuple[str, ...]) -> list[str]:
+        """Problems with metrics no trainer of the task reports (`measured`: its names)."""
+        valid = [f"valid_{m}" for m in measured]
+        test = [f"test_{m}" for m in measured]
+        problems = []
+        if self.metric not in valid:
+            problems.append(
+                f"metric {self.metric!r} is not reported by any trainer; "
+                f"the validation metrics that exist: {', '.join(valid)}"
+            )
+        problems += [
+            f"report {name!r} is not reported by any trainer; the test metrics "
+            f"that exist: {', '.join(test)}"
+            for name in self.report
+            if name not in test
+        ]
+        return problems
+
+
+LM_SELECT = {
+    "metric": "valid_exact_match",
+    "report": ["test_exact_match", "test_perplexity"],
+}
+"""`select:` of a causal-LM sweep that sets none."""
+
+
 class ResourcesConfig(Strict):
     cpu: float = Field(1.0, gt=0)
     """CPUs per trial; the trainer's thread count follows it."""
@@ -312,6 +363,11 @@ class SweepSpec(Strict):
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=64)
     """Sweep name: the MLflow experiment and part of every trial key."""
+    task: Literal["classification", "causal_lm"] = "classification"
+    """`classification`: a sentence classifier (fairseq or HF). `causal_lm`: a decoder
+    (`model.arch` as a Llama-style model, or a local HF causal-LM folder) fine-tuned on
+    prompt -> answer pairs with HF (transformers + PEFT), loss on the answer tokens;
+    validation and test report loss, perplexity and exact match of greedy answers."""
     output_dir: SpecPath = Path("../runs/sweep")
     """Where prepared data, checkpoints and the default MLflow store go."""
     tracking: TrackingConfig = TrackingConfig()
@@ -321,6 +377,7 @@ class SweepSpec(Strict):
     lora: LoraConfig = LoraConfig()
     grid: GridConfig = GridConfig()
     search: SearchConfig | None = None
+    select: SelectConfig = SelectConfig()
     resources: ResourcesConfig = ResourcesConfig()
     max_concurrent: int | None = Field(None, ge=1)
     """Trials running at once; None: as many as the resources allow."""
@@ -345,6 +402,46 @@ class SweepSpec(Strict):
                 "their confirm scores would be biased upward by the selection. Drop them "
                 "from grid.seed, or set search.allow_seed_overlap: true"
             )
+        return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _task_default_select(cls, data: Any) -> Any:
+        """A causal-LM sweep picks by exact match and reports exact match and perplexity
+        unless its `select:` says otherwise (classification's defaults name metrics it
+        does not have)."""
+        given = data.get("select", {}) if isinstance(data, dict) else None
+        if isinstance(given, dict) and data.get("task") == TASK_CAUSAL_LM:
+            return {**data, "select": {**LM_SELECT, **given}}
+        return data  # a select: that is no mapping is reported by its field
+
+    @field_validator("select")
+    @classmethod
+    def _selected_metrics_exist(cls, select: SelectConfig, info: ValidationInfo) -> SelectConfig:
+        problems = select.unknown(TASK_METRICS[info.data.get("task", TASK_CLASSIFICATION)])
+        if problems:
+            raise ValueError("; ".join(problems))
+        return select
+
+    @model_validator(mode="after")
+    def _searched_metric_exists(self) -> SweepSpec:
+        measured = [f"valid_{m}" for m in TASK_METRICS[self.task]]
+        if self.search is not None and self.search.metric not in measured:
+            raise ValueError(
+                f"search.metric {self.search.metric!r} is not reported by any trainer; the "
+                f"validation metrics that exist: {', '.join(measured)}"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _causal_lm_runs_on_hf(self) -> SweepSpec:
+        if self.task == TASK_CAUSAL_LM:
+            others = [f for f in self.grid.framework if f != "hf"]
+            if others:
+                raise ValueError(
+                    f"grid.framework {others} cannot run task causal_lm: causal-LM trials "
+                    "run on hf (transformers + PEFT) only"
+                )
         return self
 
     @model_validator(mode="after")

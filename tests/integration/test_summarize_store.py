@@ -282,7 +282,7 @@ LAB_TABLE1 = [  # (init, seed, best valid, step, epoch, test)
 def test_lab_table1_reproduces_report_000(store):
     summary = summarize("lab", store["uri"], client=store["client"])
     got = [
-        (t.init, t.seed, t.best_valid_accuracy, t.best_step, t.best_epoch, t.test_accuracy)
+        (t.init, t.seed, t.best_valid, t.best_step, t.best_epoch, t.test_value)
         for t in summary.trials
     ]
     assert got == LAB_TABLE1
@@ -351,10 +351,7 @@ def test_paired_test_decides_where_welch_does_not(store):
 
 def test_edge_selection_rules(store):
     summary = summarize("edge", store["uri"], client=store["client"])
-    got = [
-        (t.group, t.seed, t.best_valid_accuracy, t.best_step, t.test_accuracy)
-        for t in summary.trials
-    ]
+    got = [(t.group, t.seed, t.best_valid, t.best_step, t.test_value) for t in summary.trials]
     assert got == [
         ("hf/pretrained/full", 1, 85.0, 20, 70.0),  # tie 85 at 20 and 30: earliest step
         ("hf/pretrained/full", 2, 90.0, 30, 75.0),
@@ -450,7 +447,7 @@ def test_several_sweeps_in_one_experiment_need_a_choice(store):
     with pytest.raises(SummarizeError, match=r"several sweeps \(a, b\).*--sweep"):
         summarize("twosweeps", store["uri"], client=store["client"])
     summary = summarize("twosweeps", store["uri"], client=store["client"], sweep="a")
-    assert [t.test_accuracy for t in summary.trials] == [40.0]
+    assert [t.test_value for t in summary.trials] == [40.0]
     assert "runs of other sweeps in this experiment ignored: b" in summary.notes
 
 
@@ -653,7 +650,7 @@ def test_summarize_spec_reads_the_spec_store(store, tmp_path):
     spec = validate_mapping(raw, "lab.yaml", base_dir=tmp_path)
     summary = summarize_spec(spec, client=store["client"])
     assert (summary.experiment, summary.sweep, summary.tracking_uri) == ("lab", "lab", store["uri"])
-    assert [t.test_accuracy for t in summary.trials] == [79.9, 78.5, 80.1, 65.4, 66.7, 67.4]
+    assert [t.test_value for t in summary.trials] == [79.9, 78.5, 80.1, 65.4, 66.7, 67.4]
 
 
 def test_logging_the_report_marks_runs_without_best_checkpoint_metrics(store, tmp_path):
@@ -668,8 +665,8 @@ def test_logging_the_report_marks_runs_without_best_checkpoint_metrics(store, tm
     log_report(client, summary, write_report(summary, tmp_path / "report", figures=False))
     for trial in summary.trials:
         metrics = client.get_run(trial.run_id).data.metrics
-        assert metrics[layout.METRIC_BEST_TEST_ACC] == trial.test_accuracy
-        assert metrics[layout.METRIC_BEST_VALID_ACC] == trial.best_valid_accuracy
+        assert metrics[layout.METRIC_BEST_TEST_ACC] == trial.test_value
+        assert metrics[layout.METRIC_BEST_VALID_ACC] == trial.best_valid
         assert metrics[layout.METRIC_BEST_STEP] == trial.best_step
     again = summarize("unmarked", store["uri"], client=client)
     assert again.unmarked == ()  # marked once, not on every summary

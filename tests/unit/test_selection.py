@@ -41,13 +41,13 @@ def test_best_metrics_name_a_best_point_and_leave_out_what_is_unknown():
     from sweeper import layout
     from sweeper.selection import best_metrics
 
-    assert best_metrics(74.0, 71.5, 20, 2.0) == {
+    assert best_metrics(74.0, {layout.METRIC_TEST_ACC: 71.5}, 20, 2.0) == {
         layout.METRIC_BEST_VALID_ACC: 74.0,
         layout.METRIC_BEST_TEST_ACC: 71.5,
         layout.METRIC_BEST_STEP: 20.0,
         layout.METRIC_BEST_EPOCH: 2.0,
     }
-    assert set(best_metrics(74.0, None, 20, None)) == {
+    assert set(best_metrics(74.0, {}, 20, None)) == {
         layout.METRIC_BEST_VALID_ACC,
         layout.METRIC_BEST_STEP,
     }

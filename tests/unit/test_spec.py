@@ -257,3 +257,30 @@ def test_yaml_is_safe_loaded(write_spec, tmp_path):
     with pytest.raises(SpecError):
         load_spec(write_spec(text))
     assert not os.path.exists(marker)
+
+
+@pytest.mark.parametrize(
+    ("select", "words"),
+    [
+        ({"metric": "valid_f1"}, "the validation metrics that exist: valid_loss, valid_accuracy"),
+        ({"report": ["test_bleu"]}, "the test metrics that exist: test_loss, test_accuracy"),
+    ],
+)
+def test_a_select_metric_no_trainer_reports_exits_2_naming_those_that_exist(
+    write_spec, capsys, select, words
+):
+    path = write_spec(_set(minimal_spec(), "select", select))
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: select:" in err and words in err, err
+
+
+def test_select_mode_defaults_to_the_metric_direction(write_spec):
+    from sweeper.selection import Selection
+
+    path = write_spec(minimal_spec())
+    assert Selection.of(load_spec(path).select).is_default()
+    loss = Selection.of(load_spec(path, ["select.metric=valid_loss"]).select)
+    assert (loss.metric, loss.mode, loss.report) == ("valid_loss", "min", ("test_accuracy",))
+    forced = load_spec(path, ["select={metric: valid_loss, mode: max}"]).select
+    assert Selection.of(forced).mode == "max"

@@ -110,8 +110,8 @@ def test_best_validation_ties_go_to_the_earliest_step():
     assert isinstance(result, CountedTrial)
     assert (
         result.best_step,
-        result.best_valid_accuracy,
-        result.test_accuracy,
+        result.best_valid,
+        result.test_value,
         result.best_epoch,
     ) == (
         200,
@@ -132,7 +132,7 @@ def test_relogged_step_uses_the_latest_value_and_nan_is_ignored():
         ),
     )
     assert isinstance(result, CountedTrial)
-    assert (result.best_step, result.best_valid_accuracy, result.test_accuracy) == (200, 60.0, 20.0)
+    assert (result.best_step, result.best_valid, result.test_value) == (200, 60.0, 20.0)
     assert result.wall_time == 42.0
     assert all(math.isfinite(v) for _, v in result.valid_curve)
 

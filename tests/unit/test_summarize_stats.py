@@ -29,10 +29,10 @@ def trial(group: str, seed: int, test: float, step: int = 100, params: int | Non
         method=method,
         variant=variant.removesuffix("]"),
         seed=seed,
-        best_valid_accuracy=test + 1,
+        best_valid=test + 1,
         best_step=step,
         best_epoch=None,
-        test_accuracy=test,
+        test_value=test,
         wall_time=None,
         trainable_params=params,
     )

@@ -69,6 +69,8 @@ def run(args: argparse.Namespace) -> int:
         fail("overrides need a SPEC")
     arch = _arch(args, spec)
     vocab_size, vocab_source = _vocab_size(args, spec, arch)
+    if spec is not None and spec.task == "causal_lm":
+        return _lm_params(spec, arch, vocab_size, args.format)
     num_classes = args.num_classes or (spec.train.num_classes if spec else 2)
     report = param_report(arch, vocab_size, num_classes, _lora_settings(spec))
     data = {"sweep": spec.name if spec else None, "vocab_source": vocab_source}
@@ -77,6 +79,27 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2, ensure_ascii=False))
     else:
         print(format_table(data))
+    return 0
+
+
+def _lm_params(spec: SweepSpec, arch: ArchConfig, vocab_size: int, fmt: str) -> int:
+    """A causal-LM sweep's decoder and its LoRA settings' trainable counts."""
+    from sweeper.models.llama import lm_param_counts
+
+    data = {
+        "sweep": spec.name,
+        **lm_param_counts(arch.model_dump(), vocab_size, _lora_settings(spec)),
+    }
+    if fmt == "json":
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+        return 0
+    print(f"{data['model']} of model.arch, vocabulary {vocab_size}: {data['total']:,} parameters")
+    for row in data["lora"]:
+        lora = row["lora"]
+        print(
+            f"  LoRA r={lora['r']} on {', '.join(row['target_modules'])}: "
+            f"{row['trainable']:,} trainable of {row['total']:,}"
+        )
     return 0
 
 

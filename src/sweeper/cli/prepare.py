@@ -43,7 +43,12 @@ def run(args: argparse.Namespace) -> int:
     from sweeper.data import DataError, prepare
 
     try:
-        prepare(spec, log=print, force=args.force)
+        if spec.task == "causal_lm":  # prompt/answer ids (cached; --force does not apply)
+            from sweeper.data.lm_task import prepare_lm
+
+            prepare_lm(spec, log=print)
+        else:
+            prepare(spec, log=print, force=args.force)
     except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -64,6 +64,7 @@ from sweeper.logs import quiet_root_logger
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from sweeper.selection import Selection
     from sweeper.summarize import Summary
     from sweeper.summarize.evaluate import Evaluation
 
@@ -141,10 +142,16 @@ def run(args: argparse.Namespace) -> int:
 
     if not 0.0 < args.alpha < 1.0:
         fail(f"--alpha must lie between 0 and 1, got {args.alpha}")
-    experiment, uri, sweep, inputs = _resolve(args)
+    experiment, uri, sweep, inputs, selection = _resolve(args)
     try:
         summary = summarize(
-            experiment, uri, sweep=sweep, alpha=args.alpha, aso=args.aso, inputs=inputs
+            experiment,
+            uri,
+            sweep=sweep,
+            alpha=args.alpha,
+            aso=args.aso,
+            inputs=inputs,
+            selection=selection,
         )
     except SummarizeError as exc:
         fail(str(exc))
@@ -182,18 +189,20 @@ def _evaluate(summary: Summary, fmt: str) -> list[Evaluation]:
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
-    evaluations = evaluate_trials(client, summary.trials, progress)
+    metric = summary.selection.primary
+    evaluations = evaluate_trials(client, summary.trials, progress, metric)
     quiet_root_logger()  # fairseq's import turned on debug logging
     stream = sys.stderr if fmt in ("csv", "json") else sys.stdout
-    print("\n" + to_markdown(evaluations), file=stream, end="", flush=True)
+    print("\n" + to_markdown(evaluations, metric), file=stream, end="", flush=True)
     return evaluations
 
 
 def _resolve(
     args: argparse.Namespace,
-) -> tuple[str, str, str | None, dict[str, str] | None]:
-    """(experiment, tracking URI, sweep, the spec's input fingerprint) from the spec
-    and/or the flags; exit 2 if unknown. Without a spec nothing is compared."""
+) -> tuple[str, str, str | None, dict[str, str] | None, Selection | None]:
+    """(experiment, tracking URI, sweep, the spec's input fingerprint and `select:`)
+    from the spec and/or the flags; exit 2 if unknown. Without a spec nothing is
+    compared, and the selection is the one the sweep run records."""
     if args.spec is None:
         if args.overrides:
             fail("FIELD=VALUE overrides need a SPEC")
@@ -205,8 +214,9 @@ def _resolve(
                 "no tracking store: pass --tracking-uri URI, set MLFLOW_TRACKING_URI, or "
                 "start a cluster with `sweeper cluster up`"
             )
-        return args.experiment, uri, args.sweep, None
+        return args.experiment, uri, args.sweep, None, None
     from sweeper.deploy.resolve import tracking_uri
+    from sweeper.selection import Selection
     from sweeper.tracking import experiment_name
     from sweeper.tracking.inputs import inputs_fingerprint
 
@@ -216,6 +226,7 @@ def _resolve(
         tracking_uri(spec, args.tracking_uri),
         args.sweep or spec.name,
         inputs_fingerprint(spec),
+        Selection.of(spec.select),
     )
 
 
@@ -239,7 +250,9 @@ def _write_and_log(
 
     def report(folder: Path) -> list[Path]:
         files = write_report(summary, folder)
-        return files + (write_evaluation(evaluations, folder) if evaluations is not None else [])
+        if evaluations is None:
+            return files
+        return files + write_evaluation(evaluations, folder, summary.selection.primary)
 
     if out is not None:
         written = report(out)

@@ -58,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(spec, trial, args: argparse.Namespace) -> int:
     from sweeper.data.errors import DataError
+    from sweeper.selection import Selection, base_name
     from sweeper.trainers.events import MetricEvent, best_validation
     from sweeper.trainers.runner import TrainerError
     from sweeper.trainers.trial import run_trial, trial_dir
@@ -65,11 +66,17 @@ def _run(spec, trial, args: argparse.Namespace) -> int:
     out = args.out or trial_dir(spec, trial)
     print(f"trial {trial.name} (key {trial.key}) -> {out}")
 
+    selection = Selection.of(spec.select)
+
     def show(event: MetricEvent) -> None:
         if event.split != "train":
+            measured = "  ".join(
+                f"{name} {value:.4f}" if name == "loss" else f"{name} {value:6.2f}"
+                for name, value in sorted(event.values().items(), key=lambda kv: kv[0] == "loss")
+                if value is not None
+            )
             print(
-                f"  step {event.step:>6}  epoch {event.epoch:5.2f}  {event.split:<5} "
-                f"accuracy {event.accuracy:6.2f}  loss {event.loss:.4f}",
+                f"  step {event.step:>6}  epoch {event.epoch:5.2f}  {event.split:<5} {measured}",
                 flush=True,
             )
 
@@ -81,15 +88,18 @@ def _run(spec, trial, args: argparse.Namespace) -> int:
     except TrainerError as exc:
         print(f"error: trial failed: {exc}", file=sys.stderr)
         return 1
-    picked = best_validation(result.events)
+    picked = best_validation(result.events, selection)
     if picked is None:
         print("error: the trainer reported no validation point", file=sys.stderr)
         return 1
     best, test = picked
-    test_text = f"{test.accuracy:.2f}" if test and test.accuracy is not None else "missing"
+    primary = base_name(selection.primary)
+    value = test.value(primary) if test is not None else None
+    test_text = f"{value:.2f}" if value is not None else "missing"
+    valid_text = f"{best.value(selection.valid_name):.2f}"
     print(
-        f"best valid accuracy {best.accuracy:.2f} at step {best.step} (epoch "
-        f"{best.epoch:.0f}); test accuracy there {test_text}; {result.wall_time:.1f} s"
+        f"best valid {selection.valid_name} {valid_text} at step {best.step} (epoch "
+        f"{best.epoch:.0f}); test {primary} there {test_text}; {result.wall_time:.1f} s"
     )
     if result.trainable_params:
         trainable, total = result.trainable_params

@@ -21,6 +21,7 @@ from sweeper.engine.options import EXIT_FAILED, RunOptions, SweepError
 from sweeper.engine.report import summarise
 from sweeper.engine.session import ray_session
 from sweeper.engine.sweep import Sweep, open_grid, prepare, trial_view
+from sweeper.selection import Selection
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -134,7 +135,8 @@ def _run_on_ray(
     from sweeper.tune.tuner import build_tuner
 
     spec, options = sweep.spec, sweep.options
-    views = {key: trial_view(trial, inputs) for key, trial in sweep.trials.items()}
+    selection = Selection.of(spec.select)
+    views = {key: trial_view(trial, inputs, selection) for key, trial in sweep.trials.items()}
     for key in sweep.plan.done:
         views[key].status = DONE_BEFORE
     ctx = TrialContext(

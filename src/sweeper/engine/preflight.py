@@ -23,6 +23,7 @@ import zipfile
 from pathlib import Path
 
 from sweeper.data.errors import DataError
+from sweeper.layout import TASK_CAUSAL_LM
 from sweeper.spec import SweepSpec
 
 
@@ -70,6 +71,9 @@ def check_checkpoint(spec: SweepSpec, vocab_size: int | None) -> None:
     path = spec.model.checkpoint
     if path is None or "pretrained" not in spec.grid.init:
         return
+    if spec.task == TASK_CAUSAL_LM:
+        check_lm_folder(spec, path)
+        return
     if path.is_dir():
         check_hf_folder(spec, path, vocab_size)
         return
@@ -101,6 +105,18 @@ def check_checkpoint(spec: SweepSpec, vocab_size: int | None) -> None:
         raise DataError(
             f"{detail} (expected the encoder of model.arch with vocab_size {vocab_size})", path
         ) from None
+
+
+def check_lm_folder(spec: SweepSpec, folder: Path) -> None:
+    """A causal-LM sweep's `model.checkpoint`: a local HF causal-LM folder."""
+    from sweeper.data.vocab import fairseq_ids
+    from sweeper.models.llama import lm_folder_problems
+
+    dictionary = spec.model.dictionary
+    vocab = len(fairseq_ids(dictionary)) if dictionary.is_file() else None
+    problems = lm_folder_problems(folder, vocab) if folder.is_dir() else [f"{folder}: not a folder"]
+    if problems:
+        raise DataError("not usable as the pretrained decoder: " + "; ".join(problems), folder)
 
 
 def check_hf_folder(spec: SweepSpec, folder: Path, vocab_size: int | None) -> None:

@@ -22,6 +22,7 @@ def summarise(spec: SweepSpec, uri: str, client: MlflowClient, notes: Sequence[s
     the driver's own lines for the report (why `--until-decided` stopped)."""
     import tempfile
 
+    from sweeper.selection import Selection
     from sweeper.summarize import SummarizeError, log_report, summarize, write_report
     from sweeper.summarize.terminal import print_terminal
     from sweeper.tracking import experiment_name
@@ -30,7 +31,7 @@ def summarise(spec: SweepSpec, uri: str, client: MlflowClient, notes: Sequence[s
     try:
         summary = summarize(
             experiment_name(spec), uri, sweep=spec.name, client=client,
-            inputs=inputs_fingerprint(spec),
+            inputs=inputs_fingerprint(spec), selection=Selection.of(spec.select),
         )  # fmt: skip
     except SummarizeError as exc:
         print(f"warning: no summary: {exc}", file=sys.stderr)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from sweeper.engine.options import EXIT_FAILED, RunOptions, SweepError
 from sweeper.engine.store import open_and_plan
 from sweeper.layout import Stage
+from sweeper.selection import ACCURACY, Selection
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -82,9 +83,11 @@ def prepare(spec: SweepSpec) -> SweepInputs:
         quiet_root_logger()  # binarizing imported fairseq (sweeper.logs)
 
 
-def trial_view(trial: Trial, inputs: SweepInputs) -> TrialView:
-    """The progress view's entry for a trial: its name and total optimizer updates."""
+def trial_view(trial: Trial, inputs: SweepInputs, selection: Selection = ACCURACY) -> TrialView:
+    """The progress view's entry for a trial: its name, total optimizer updates and the
+    metric its "best" is picked by."""
     from sweeper.tune.progress import TrialView
 
     per_epoch = -(-inputs.num_train // int(trial.train["batch_size"]))
-    return TrialView(name=trial.name, total=per_epoch * int(trial.train["epochs"]))
+    total = per_epoch * int(trial.train["epochs"])
+    return TrialView(name=trial.name, total=total, selection=selection)

@@ -105,6 +105,7 @@ def _run_batch(sweep: Sweep, inputs: SweepInputs, groups: set[str], seeds: list[
 
 
 def _summary(sweep: Sweep) -> Summary:
+    from sweeper.selection import Selection
     from sweeper.summarize import summarize
     from sweeper.tracking import experiment_name
     from sweeper.tracking.inputs import inputs_fingerprint
@@ -112,7 +113,7 @@ def _summary(sweep: Sweep) -> Summary:
     spec = sweep.spec
     return summarize(
         experiment_name(spec), sweep.uri, sweep=spec.name, client=sweep.client,
-        inputs=inputs_fingerprint(spec),
+        inputs=inputs_fingerprint(spec), selection=Selection.of(spec.select),
     )  # fmt: skip
 
 

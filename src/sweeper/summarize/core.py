@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING
 
 from sweeper import layout
 from sweeper.layout import Stage
+from sweeper.selection import Selection, metric_mode
 from sweeper.summarize.compare import compare
 from sweeper.summarize.decide import ALPHA, decide, with_aso
 from sweeper.summarize.load import SummarizeError, open_client
 from sweeper.summarize.records import CountedTrial, GroupStats, NotCounted, RunRecord, Summary
 from sweeper.summarize.search import load_search
-from sweeper.summarize.select import HISTORY_KEYS, left_out, screen, select
+from sweeper.summarize.select import history_keys, left_out, screen, select
 from sweeper.summarize.source import MlflowSource, RunSource, SqliteReadFailed, open_source
 from sweeper.summarize.stats import TALLIED, group_stats
 
@@ -38,6 +39,7 @@ def summarize(
     alpha: float = ALPHA,
     aso: bool = False,
     inputs: dict[str, str] | None = None,
+    selection: Selection | None = None,
 ) -> Summary:
     """Summarise the trial runs of `experiment` in the store at `tracking_uri`.
 
@@ -49,14 +51,17 @@ def summarize(
     `alpha` is the family-wise level the comparisons are decided at; `aso` adds Almost
     Stochastic Order (slow; `sweeper.summarize.decide`). `inputs`: the spec's input
     fingerprint (`sweeper.tracking.inputs`); trial runs made from other inputs are
-    not counted. Raises SummarizeError for input the user must fix.
+    not counted. `selection`: how best checkpoints are picked and what is reported
+    (the spec's `select:`); None: what the sweep run's `sweeper.select` tag says, else
+    classification's. Raises SummarizeError for input the user must fix.
     """
+    args = (experiment, sweep, history_path, alpha, aso, inputs, selection)
     source = open_source(tracking_uri, client)
     try:
-        return _summarize(source, experiment, sweep, history_path, alpha, aso, inputs)
+        return _summarize(source, *args)
     except SqliteReadFailed:  # a locked or damaged file: MLflow's client says which
         source = open_source(tracking_uri, open_client(tracking_uri))
-        return _summarize(source, experiment, sweep, history_path, alpha, aso, inputs)
+        return _summarize(source, *args)
 
 
 def _summarize(
@@ -67,6 +72,7 @@ def _summarize(
     alpha: float,
     aso: bool,
     inputs: dict[str, str] | None,
+    selection: Selection | None,
 ) -> Summary:
     if history_path != "auto" and isinstance(source, MlflowSource):
         source = MlflowSource(source.client, history_path)
@@ -88,15 +94,17 @@ def _summarize(
             f"{len(other_inputs)} trial run(s) were made from other inputs than this spec's "
             "(see Not counted): summarise with the overrides the sweep ran with"
         )
+    if selection is None:
+        selection = Selection.from_json(next((p.select for p in parents if p.select), None))
     candidates, not_counted = screen(trial_runs)
     not_counted += other_inputs
-    histories = source.histories([r.run_id for r in candidates], HISTORY_KEYS)
-    trials, unusable = select(candidates, histories)
+    histories = source.histories([r.run_id for r in candidates], history_keys(selection))
+    trials, unusable = select(candidates, histories, selection)
     not_counted = sorted([*not_counted, *unusable], key=_listing_order)
     groups = group_stats(trials, not_counted)
     notes.extend(_empty_groups(groups, not_counted))
     notes.extend(_tuned_seeds(runs, trials))
-    comparisons = decide(compare(groups, trials), trials, alpha)
+    comparisons = decide(compare(groups, trials), trials, alpha, metric_mode(selection.primary))
     if aso:
         comparisons = with_aso(comparisons, trials)
     counted = {t.run_id for t in trials}
@@ -121,9 +129,10 @@ def _summarize(
         unmarked=tuple(
             r.run_id
             for r in candidates
-            if r.run_id in counted and layout.METRIC_BEST_TEST_ACC not in r.latest
+            if r.run_id in counted and layout.METRIC_BEST_PREFIX + selection.primary not in r.latest
         ),
         logged_digest=parent.report_digest if parent else None,
+        selection=selection,
     )
 
 
@@ -133,6 +142,7 @@ def summarize_spec(spec: SweepSpec, tracking_uri: str | None = None, **kwargs) -
     from sweeper.tracking import tracking_uri as spec_uri
 
     uri = tracking_uri or spec_uri(spec)
+    kwargs.setdefault("selection", Selection.of(spec.select))
     return summarize(experiment_name(spec), uri, sweep=spec.name, **kwargs)
 
 

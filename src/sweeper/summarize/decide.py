@@ -28,6 +28,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 
+from sweeper.selection import Mode
 from sweeper.summarize.records import Comparison, CountedTrial
 from sweeper.summarize.stats import by_seed, sample_std
 
@@ -42,8 +43,10 @@ def decide(
     comparisons: Sequence[Comparison],
     trials: Sequence[CountedTrial],
     alpha: float = ALPHA,
+    mode: Mode = "max",
 ) -> list[Comparison]:
-    """The comparisons with Holm-adjusted p, decision and seeds needed filled in."""
+    """The comparisons with Holm-adjusted p, decision and seeds needed filled in;
+    `mode` says which way the compared test metric improves (perplexity: min)."""
     adjusted = holm([c.p_value for c in comparisons])
     family = max(1, sum(p is not None for p in adjusted))
     values = by_seed(trials)
@@ -52,7 +55,8 @@ def decide(
         decided = p_holm is not None and p_holm < alpha
         decision = UNDECIDED
         if decided:
-            winner = comparison.group_a if comparison.diff > 0 else comparison.group_b
+            a_higher = comparison.diff > 0
+            winner = comparison.group_a if a_higher == (mode == "max") else comparison.group_b
             decision = f"{winner} better"
         needed = None if decided else seeds_needed(comparison, values, alpha / family)
         out.append(

@@ -3,7 +3,8 @@
 Table 1's test accuracy is what the trainer logged at the best validation step. This
 checks that record against the artifact people will reuse: download the run's
 `checkpoints/best` and `trial.json`, reload the checkpoint with the trial's framework
-(`Trainer.test_accuracy`) and classify the prepared test split. A mismatch means the
+(`Trainer.test_accuracy`; a trainer that reports other metrics, `Trainer.test_metrics`)
+and measure the prepared test split again. A mismatch means the
 stored checkpoint is not the one the table describes (or the data changed), which is
 exactly what a reader of the table needs to know.
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
 
 TOLERANCE = 0.01
-"""Percentage points: the trainers log accuracy to at least this precision."""
+"""Percentage points (or the metric's unit): the trainers log to at least this precision."""
 
 
 @dataclass(frozen=True)
@@ -59,9 +60,13 @@ class Evaluation:
 
 
 def evaluate_trials(
-    client: MlflowClient, trials: Sequence[CountedTrial], log: Callable[[str], None]
+    client: MlflowClient,
+    trials: Sequence[CountedTrial],
+    log: Callable[[str], None],
+    metric: str = layout.METRIC_TEST_ACC,
 ) -> list[Evaluation]:
-    """Re-measure every trial in `trials` (Table 1's rows), one at a time."""
+    """Re-measure every trial in `trials` (Table 1's rows), one at a time: `metric` is
+    the summary's reported test metric (`Selection.primary`)."""
     import os
 
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one line per trial
@@ -70,7 +75,7 @@ def evaluate_trials(
         with tempfile.TemporaryDirectory(prefix="sweeper-evaluate-") as tmp:
             measured, problem = None, None
             try:
-                measured = measure(client, trial.run_id, Path(tmp))
+                measured = measure(client, trial.run_id, Path(tmp), metric)
             except (FileNotFoundError, OSError) as exc:
                 problem = str(exc)
         found = Evaluation(
@@ -78,7 +83,7 @@ def evaluate_trials(
             trial.run_name,
             trial.framework,
             trial.best_step,
-            trial.test_accuracy,
+            trial.test_value,
             measured,
             problem,
         )
@@ -87,8 +92,10 @@ def evaluate_trials(
     return evaluations
 
 
-def measure(client: MlflowClient, run_id: str, tmp: Path) -> float:
-    """Test accuracy (%) of run `run_id`'s stored best checkpoint."""
+def measure(
+    client: MlflowClient, run_id: str, tmp: Path, metric: str = layout.METRIC_TEST_ACC
+) -> float:
+    """Test `metric` (accuracy in %) of run `run_id`'s stored best checkpoint."""
     from mlflow.exceptions import MlflowException
 
     from sweeper.trainers.base import TrialJob
@@ -104,7 +111,13 @@ def measure(client: MlflowClient, run_id: str, tmp: Path) -> float:
     for path in trainer.reload_inputs(job):  # what the trainer reloads must be here
         if not Path(path).exists():
             raise FileNotFoundError(f"prepared input not on this machine: {path}")
-    return trainer.test_accuracy(job, Path(checkpoint))
+    if metric == layout.METRIC_TEST_ACC:
+        return trainer.test_accuracy(job, Path(checkpoint))
+    measure_all = getattr(trainer, "test_metrics", None)
+    measured = measure_all(job, Path(checkpoint)) if measure_all is not None else {}
+    if metric not in measured:
+        raise FileNotFoundError(f"the {job.framework} trainer does not re-measure {metric}")
+    return measured[metric]
 
 
 def mismatches(evaluations: Sequence[Evaluation]) -> list[Evaluation]:
@@ -112,10 +125,10 @@ def mismatches(evaluations: Sequence[Evaluation]) -> list[Evaluation]:
     return [e for e in evaluations if not e.agrees]
 
 
-def to_markdown(evaluations: Sequence[Evaluation]) -> str:
+def to_markdown(evaluations: Sequence[Evaluation], metric: str = layout.METRIC_TEST_ACC) -> str:
+    title = "Test accuracy" if metric == layout.METRIC_TEST_ACC else metric
     lines = [
-        f"## Test accuracy re-measured from the stored best checkpoints (tolerance "
-        f"{TOLERANCE} points)",
+        f"## {title} re-measured from the stored best checkpoints (tolerance {TOLERANCE} points)",
         "",
         "| Trial | Framework | Best step | Recorded | Re-measured | Verdict |",
         "|---|---|---:|---:|---:|---|",
@@ -135,10 +148,12 @@ def to_json(evaluations: Sequence[Evaluation]) -> str:
     return json.dumps([e.to_dict() for e in evaluations], indent=2) + "\n"
 
 
-def write(evaluations: Sequence[Evaluation], out_dir: Path) -> list[Path]:
+def write(
+    evaluations: Sequence[Evaluation], out_dir: Path, metric: str = layout.METRIC_TEST_ACC
+) -> list[Path]:
     """evaluation.md and evaluation.json in `out_dir` (for --out and the parent run)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / "evaluation.md", out_dir / "evaluation.json"]
-    paths[0].write_text(to_markdown(evaluations), encoding="utf-8")
+    paths[0].write_text(to_markdown(evaluations, metric), encoding="utf-8")
     paths[1].write_text(to_json(evaluations), encoding="utf-8")
     return paths

@@ -22,6 +22,7 @@ from sweeper.summarize.records import CountedTrial, Summary
 
 CURVES_FILE = "curves.png"
 TEST_FILE = "test_accuracy.png"
+"""A classification sweep's; another selection's is `<primary test metric>.png`."""
 BUDGET_FILE = "search_budget.png"
 DPI = 120
 LEGEND_MAX_SEEDS = 10
@@ -35,7 +36,8 @@ def write_figures(summary: Summary, out_dir: Path) -> list[Path]:
     written = []
     if summary.trials:
         written += [curves(summary, out_dir / CURVES_FILE)]
-        written += [test_accuracy(summary, out_dir / TEST_FILE)]
+        name = TEST_FILE if summary.selection.is_default() else f"{summary.selection.primary}.png"
+        written += [test_values(summary, out_dir / name)]
     if any(g.expected_best for g in summary.search):
         written.append(search_budget(summary, out_dir / BUDGET_FILE))
     return written
@@ -67,7 +69,7 @@ def curves(summary: Summary, path: Path) -> Path:
                 colour = colours.get(trial.seed, "C0")
                 steps, values = zip(*trial.valid_curve, strict=True)
                 ax.plot(steps, values, color=colour, alpha=0.9, label=f"seed {trial.seed}")
-                ax.plot([trial.best_step], [trial.best_valid_accuracy], "o", color=colour, ms=5)
+                ax.plot([trial.best_step], [trial.best_valid], "o", color=colour, ms=5)
             if members:
                 ax.legend(fontsize=8, loc="lower right")
         else:  # hundreds of seeds: one collection per panel draws ~10x faster than lines
@@ -79,9 +81,10 @@ def curves(summary: Summary, path: Path) -> Path:
     for ax in axes[(nrows - 1) * ncols :]:
         ax.set_xlabel("update (step)")
     for ax in axes[::ncols]:
-        ax.set_ylabel("validation accuracy (%)")
+        ax.set_ylabel(_label(summary, summary.selection.metric, "validation accuracy (%)"))
+    shown = _label(summary, summary.selection.metric, "validation accuracy")
     figure.suptitle(
-        f"{summary.sweep or summary.experiment}: validation accuracy per seed "
+        f"{summary.sweep or summary.experiment}: {shown} per seed "
         "(dot: best-validation checkpoint)",
         fontsize=11,
     )
@@ -98,7 +101,7 @@ def _many_curves(ax, members: list[CountedTrial]) -> None:  # ax: matplotlib Axe
     ax.add_collection(lines)
     ax.scatter(
         [t.best_step for t in members],
-        [t.best_valid_accuracy for t in members],
+        [t.best_valid for t in members],
         s=4,
         color="C0",
         zorder=3,
@@ -106,8 +109,14 @@ def _many_curves(ax, members: list[CountedTrial]) -> None:  # ax: matplotlib Axe
     ax.autoscale_view()
 
 
-def test_accuracy(summary: Summary, path: Path) -> Path:
-    """Test accuracy of each trial per group (points), with mean and 95% CI (bar)."""
+def _label(summary: Summary, metric: str, classification: str) -> str:
+    """An axis or title's name for a metric: a classification sweep's words as before."""
+    return classification if summary.selection.is_default() else metric
+
+
+def test_values(summary: Summary, path: Path) -> Path:
+    """The test value (accuracy) of each trial per group (points), with mean and 95% CI
+    (bar)."""
     groups = summary.groups
     figure = _figure(max(4.5, 1.6 * len(groups) + 1.5), 4.2)
     ax = figure.subplots()
@@ -124,7 +133,7 @@ def test_accuracy(summary: Summary, path: Path) -> Path:
         offsets = _spread(len(members))
         ax.scatter(
             [x + o for o in offsets],
-            [t.test_accuracy for t in members],
+            [t.test_value for t in members],
             s=18 if len(members) <= 50 else 6,
             color="C0",
             alpha=0.7,
@@ -157,10 +166,12 @@ def test_accuracy(summary: Summary, path: Path) -> Path:
         [f"{g.group}\nn={g.n}" for g in groups], fontsize=8, rotation=20 if len(groups) > 4 else 0
     )
     ax.set_xlim(-0.6, len(groups) - 0.3)
-    ax.set_ylabel("test accuracy (%) at best validation")
+    primary = summary.selection.primary
+    ax.set_ylabel(_label(summary, primary, "test accuracy (%)") + " at best validation")
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8)
-    ax.set_title(f"{summary.sweep or summary.experiment}: test accuracy per group", fontsize=11)
+    shown = _label(summary, primary, "test accuracy")
+    ax.set_title(f"{summary.sweep or summary.experiment}: {shown} per group", fontsize=11)
     figure.savefig(path)
     return path
 

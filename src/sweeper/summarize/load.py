@@ -177,6 +177,7 @@ def record_of(
         inputs=tags.get(layout.TAG_INPUTS),
         versions=tags.get(layout.TAG_VERSIONS),
         report_digest=tags.get(layout.TAG_REPORT_DIGEST),
+        select=tags.get(layout.TAG_SELECT),
         precision=params.get(PARAM_PRECISION, "fp32"),
     )
 

@@ -11,7 +11,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from sweeper.layout import METRIC_WALL_TIME
+from sweeper.layout import METRIC_BEST_PREFIX, METRIC_WALL_TIME
+from sweeper.selection import ACCURACY, Selection
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,8 @@ class RunRecord:
     report_digest: str | None = None
     """Sweep runs: the digest of the summary last logged to them (sweeper.report_digest);
     a summary with the same digest has nothing new to log."""
+    select: str | None = None
+    """Sweep runs of a spec that sets `select:`: its JSON (sweeper.select)."""
 
     @property
     def variant(self) -> str:
@@ -94,23 +97,39 @@ class CountedTrial:
     method: str
     variant: str
     seed: int | None
-    best_valid_accuracy: float
+    best_valid: float
+    """The selection metric (`Selection.metric`, classification: validation accuracy)
+    at the best step."""
     best_step: int
     best_epoch: float | None
-    test_accuracy: float
-    """Test accuracy logged at `best_step` (docs/architecture.md, invariant 3)."""
+    test_value: float
+    """The first reported test metric (`Selection.primary`, classification: test
+    accuracy) logged at `best_step` (docs/architecture.md, invariant 3)."""
     wall_time: float | None
     trainable_params: int | None
     valid_curve: tuple[tuple[int, float], ...] = field(default=(), repr=False)
-    """Validation accuracy per step (for the figures; not written to the tables)."""
+    """The selection metric per step (for the figures; not written to the tables)."""
     precision: str = "fp32"
     """Arithmetic it was fine-tuned in (`train.precision`)."""
     diverged: bool = False
     """Its last train loss is NaN or infinite. Still counted (its best checkpoint came
     before), and its group's Table 2 note says so."""
+    other_tests: dict[str, float] = field(default_factory=dict)
+    """The other reported test metrics at `best_step`, by logged name."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return _shallow(self, skip="valid_curve")
+    def to_dict(self, selection: Selection = ACCURACY) -> dict[str, Any]:
+        """Values under their metric names (`best_valid_accuracy`, `test_accuracy` for a
+        classification sweep; `best_valid_loss`, `test_exact_match`, ... otherwise)."""
+        data: dict[str, Any] = {}
+        for key, value in _shallow(self, skip="valid_curve").items():
+            if key == "best_valid":
+                data[METRIC_BEST_PREFIX + selection.metric] = value
+            elif key == "test_value":
+                data[selection.primary] = value
+                data.update({name: self.other_tests.get(name) for name in selection.report[1:]})
+            elif key != "other_tests":
+                data[key] = value
+        return data
 
 
 @dataclass(frozen=True)
@@ -163,12 +182,17 @@ class GroupStats:
     outcomes: dict[str, int] = field(default_factory=dict)
     """Runs of the group by outcome beside the counted ones: failed, diverged,
     early_stopped, unfinished (Table 2's "Not counted" column; zero counts omitted)."""
+    other_means: dict[str, float] = field(default_factory=dict)
+    """Mean of each other reported test metric (`Selection.report[1:]`) over the
+    group's counted trials, by logged name; empty for a classification sweep."""
 
     def to_dict(self) -> dict[str, Any]:
         data = _shallow(self)
         data["seeds"] = list(self.seeds)
         data["trainable_params"] = list(self.trainable_params)
         data["outcomes"] = dict(self.outcomes)
+        del data["other_means"]
+        data.update({f"{name}_mean": value for name, value in self.other_means.items()})
         return data
 
 
@@ -288,6 +312,8 @@ class Summary:
     logged_digest: str | None = None
     """The parent run's `sweeper.report_digest`: the digest of the report last logged
     to it (`sweeper.summarize.report.digest`); not part of the report itself."""
+    selection: Selection = ACCURACY
+    """What picked each best checkpoint and which test metrics are reported there."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready; the summary.json artifact and `--format json`."""
@@ -297,18 +323,27 @@ class Summary:
             "tracking_uri": self.tracking_uri,
             "sweep": self.sweep,
             "parent_run_id": self.parent_run_id,
+            **(
+                {}
+                if self.selection.is_default()
+                else {"selection": _selection_dict(self.selection)}
+            ),
             "accuracy_unit": "percent",
             "std": "sample standard deviation (ddof=1)",
             "ci": "95% confidence interval: Student's t (groups), paired t or Welch "
             "(comparisons, see each one's `test`); boot_*: BCa bootstrap",
             "correction": "Holm across the summary's comparisons (p_holm)",
-            "trials": [t.to_dict() for t in self.trials],
+            "trials": [t.to_dict(self.selection) for t in self.trials],
             "groups": [g.to_dict() for g in self.groups],
             "comparisons": [c.to_dict() for c in self.comparisons],
             "not_counted": [n.to_dict() for n in self.not_counted],
             "notes": list(self.notes),
             "search": [group.to_dict() for group in self.search],
         }
+
+
+def _selection_dict(selection: Selection) -> dict[str, Any]:
+    return {"metric": selection.metric, "mode": selection.mode, "report": list(selection.report)}
 
 
 def _shallow(record: Any, skip: str = "") -> dict[str, Any]:

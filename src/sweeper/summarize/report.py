@@ -73,19 +73,21 @@ def metric_name(*parts: str) -> str:
 
 
 def group_metrics(summary: Summary) -> dict[str, float]:
-    """Per-group test accuracy (at each trial's best checkpoint) as metric values: mean
-    and n, std and the 95% CI bounds where defined (n > 1)."""
+    """Per-group test value (at each trial's best checkpoint; `test_accuracy` for a
+    classification sweep) as metric values: mean and n, std and the 95% CI bounds where
+    defined (n > 1), and the mean of each other reported test metric."""
     metrics: dict[str, float] = {}
+    name = summary.selection.primary
     for group in summary.groups:
-        metrics[metric_name(METRIC_PREFIX, group.group, "test_accuracy_mean")] = group.mean
+        metrics[metric_name(METRIC_PREFIX, group.group, f"{name}_mean")] = group.mean
         metrics[metric_name(METRIC_PREFIX, group.group, "n")] = float(group.n)
         if group.std is not None:
-            metrics[metric_name(METRIC_PREFIX, group.group, "test_accuracy_std")] = group.std
+            metrics[metric_name(METRIC_PREFIX, group.group, f"{name}_std")] = group.std
         if group.ci_low is not None and group.ci_high is not None:
-            metrics[metric_name(METRIC_PREFIX, group.group, "test_accuracy_ci_low")] = group.ci_low
-            metrics[metric_name(METRIC_PREFIX, group.group, "test_accuracy_ci_high")] = (
-                group.ci_high
-            )
+            metrics[metric_name(METRIC_PREFIX, group.group, f"{name}_ci_low")] = group.ci_low
+            metrics[metric_name(METRIC_PREFIX, group.group, f"{name}_ci_high")] = group.ci_high
+        for other, value in group.other_means.items():
+            metrics[metric_name(METRIC_PREFIX, group.group, f"{other}_mean")] = value
     return metrics
 
 
@@ -135,8 +137,9 @@ def mark_best_checkpoints(client: MlflowClient, summary: Summary) -> int:
     now = int(time.time() * 1000)
     unmarked = set(summary.unmarked)
     for trial in (t for t in summary.trials if t.run_id in unmarked):
+        tests = {summary.selection.primary: trial.test_value, **trial.other_tests}
         values = best_metrics(
-            trial.best_valid_accuracy, trial.test_accuracy, trial.best_step, trial.best_epoch
+            trial.best_valid, tests, trial.best_step, trial.best_epoch, summary.selection
         )
         entries = [Metric(k, v, now, trial.best_step) for k, v in values.items()]
         client.log_batch(trial.run_id, metrics=entries)

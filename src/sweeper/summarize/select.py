@@ -10,11 +10,13 @@ The rules (docs/architecture.md, invariants 1 and 3), applied in this order:
 3. Search-stage trials (Optuna, on tuning seeds with sampled hyperparameters) are not
    tabulated: the grid and confirm stages are the experiment, the search is how its
    settings were chosen.
-4. The best validation point is the highest `valid_accuracy`; ties go to the earliest
-   step (the checkpoint a `--maximize-best-checkpoint-metric` run keeps): the one rule
-   of `sweeper.selection.best_point`, which every other choice of a best point uses. Its test
-   accuracy is the `test_accuracy` logged at that same step; without one the trial is
-   not counted, never paired with a test value from another step.
+4. The best validation point is the best value of the sweep's selection metric
+   (`sweeper.selection.Selection`; classification: the highest `valid_accuracy`); ties
+   go to the earliest step (the checkpoint a `--maximize-best-checkpoint-metric` run
+   keeps): the one rule of `sweeper.selection.best_point`, which every other choice of a
+   best point uses. Its test value is the first reported metric (`test_accuracy`)
+   logged at that same step; without one the trial is not counted, never paired with a
+   test value from another step.
 
 A step logged twice (a resumed trial re-running a validation) uses its latest value.
 Nothing is dropped silently: every trial run left out becomes a NotCounted with a reason.
@@ -28,12 +30,19 @@ from collections.abc import Sequence
 
 from sweeper import layout
 from sweeper.layout import RunState, Stage, Status
-from sweeper.selection import best_point
+from sweeper.selection import ACCURACY, Selection, best_point
 from sweeper.summarize.load import History
 from sweeper.summarize.records import CountedTrial, NotCounted, Point, RunRecord
 
-HISTORY_KEYS = (layout.METRIC_VALID_ACC, layout.METRIC_TEST_ACC, layout.METRIC_EPOCH)
-"""Metric histories the selection reads; everything else comes from latest values."""
+
+def history_keys(selection: Selection) -> tuple[str, ...]:
+    """The metric histories `best_checkpoint` reads under `selection`; everything else
+    comes from latest values."""
+    return (selection.metric, *selection.report, layout.METRIC_EPOCH)
+
+
+HISTORY_KEYS = history_keys(ACCURACY)
+"""A classification sweep's: valid and test accuracy, epoch."""
 
 _ERROR_CHARS = 160
 
@@ -90,17 +99,18 @@ def status_reason(run: RunRecord) -> str | None:
 
 
 def best_checkpoint(
-    run: RunRecord, history: dict[str, tuple[Point, ...]]
+    run: RunRecord, history: dict[str, tuple[Point, ...]], selection: Selection = ACCURACY
 ) -> CountedTrial | NotCounted:
-    """The run's best-validation step and the test accuracy at it (rule 4)."""
-    valid = by_step(history.get(layout.METRIC_VALID_ACC, ()))
-    best = best_point(valid.items(), "max")
+    """The run's best-validation step and the test values at it (rule 4)."""
+    valid = by_step(history.get(selection.metric, ()))
+    best = best_point(valid.items(), selection.mode)
     if best is None:
-        return left_out(run, f"no {layout.METRIC_VALID_ACC} logged")
+        return left_out(run, f"no {selection.metric} logged")
     best_step = best[0]
-    test = by_step(history.get(layout.METRIC_TEST_ACC, ()))
+    test = by_step(history.get(selection.primary, ()))
     if best_step not in test:
-        return left_out(run, f"no {layout.METRIC_TEST_ACC} at its best validation step {best_step}")
+        return left_out(run, f"no {selection.primary} at its best validation step {best_step}")
+    others = {name: by_step(history.get(name, ())).get(best_step) for name in selection.report[1:]}
     return CountedTrial(
         run_id=run.run_id,
         run_name=run.run_name,
@@ -111,26 +121,27 @@ def best_checkpoint(
         method=run.method,
         variant=run.variant,
         seed=run.seed,
-        best_valid_accuracy=valid[best_step],
+        best_valid=valid[best_step],
         best_step=best_step,
         best_epoch=by_step(history.get(layout.METRIC_EPOCH, ())).get(best_step),
-        test_accuracy=test[best_step],
+        test_value=test[best_step],
         wall_time=run.wall_time,
         trainable_params=run.trainable_params,
         valid_curve=tuple(sorted(valid.items())),
         precision=run.precision,
         diverged=non_finite_loss(run),
+        other_tests={name: value for name, value in others.items() if value is not None},
     )
 
 
 def select(
-    candidates: Sequence[RunRecord], histories: History
+    candidates: Sequence[RunRecord], histories: History, selection: Selection = ACCURACY
 ) -> tuple[list[CountedTrial], list[NotCounted]]:
     """Best checkpoints of the candidates, in table order (group, then seed)."""
     trials: list[CountedTrial] = []
     not_counted: list[NotCounted] = []
     for run in candidates:
-        result = best_checkpoint(run, histories.get(run.run_id, {}))
+        result = best_checkpoint(run, histories.get(run.run_id, {}), selection)
         if isinstance(result, CountedTrial):
             trials.append(result)
         else:

@@ -182,7 +182,7 @@ def group_stats(
         members.setdefault(trial.group, []).append(trial)
     rows = []
     for group, runs in members.items():
-        values = [r.test_accuracy for r in runs]
+        values = [r.test_value for r in runs]
         d = describe(values)
         first = runs[0]
         boot_low, boot_high = bootstrap_ci([values])
@@ -209,17 +209,26 @@ def group_stats(
                 boot_low=boot_low,
                 boot_high=boot_high,
                 outcomes=outcome_counts(not_counted, group),
+                other_means=other_means(runs),
             )
         )
     rows.sort(key=lambda g: (g.framework, g.init, g.method, g.variant, g.group))
     return rows
 
 
+def other_means(runs: Sequence[CountedTrial]) -> dict[str, float]:
+    """Mean of each other reported test metric over the runs that logged it."""
+    names = dict.fromkeys(name for run in runs for name in run.other_tests)
+    return {
+        name: mean([r.other_tests[name] for r in runs if name in r.other_tests]) for name in names
+    }
+
+
 def by_seed(trials: Sequence[CountedTrial]) -> dict[str, dict[int | None, float]]:
     """group -> seed -> test accuracy: what pairing on seed matches."""
     values: dict[str, dict[int | None, float]] = {}
     for trial in trials:
-        values.setdefault(trial.group, {})[trial.seed] = trial.test_accuracy
+        values.setdefault(trial.group, {})[trial.seed] = trial.test_value
     return values
 
 

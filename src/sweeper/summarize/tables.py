@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sweeper.layout import METRIC_BEST_PREFIX
+from sweeper.selection import Selection, base_name
 from sweeper.summarize.budget import budget_rows
 from sweeper.summarize.records import Summary
 from sweeper.tracking.links import experiment_url
@@ -56,6 +58,17 @@ def _acc(v: float) -> str:
     return f"{v:.2f}"
 
 
+def _format(metric: str) -> Callable[[Any], str]:
+    """Percentages and perplexities to 2 decimals, losses to 4."""
+    return (lambda v: f"{v:.4f}") if base_name(metric) == "loss" else _acc
+
+
+def _metric_column(classification_header: str, key: str, selection: Selection) -> Column:
+    """A metric's column: a classification sweep's header as today, else its name."""
+    header = classification_header if selection.is_default() else key
+    return Column(header, _field(key, _format(key)))
+
+
 def _ci(low_key: str, high_key: str) -> Callable[[dict[str, Any]], str]:
     def render(row: dict[str, Any]) -> str:
         low, high = row.get(low_key), row.get(high_key)
@@ -78,38 +91,54 @@ def _params(values: list[int]) -> str:
 
 def build_tables(summary: Summary) -> list[Table]:
     """The four tables of a summary, in report order."""
+    sel = summary.selection
     table1 = Table(
         "table1",
         "Table 1. Best-validation checkpoint of each trial "
-        "(accuracy in %; test accuracy at the best validation step; ties: earliest step)",
+        + (
+            "(accuracy in %; test accuracy at the best validation step; ties: earliest step)"
+            if sel.is_default()
+            else f"(best {sel.metric}, {sel.mode}; test metrics at that step; ties: earliest "
+            "step; accuracy and exact match in %)"
+        ),
         (
             Column("Group", _field("group"), numeric=False),
             Column("Seed", _field("seed")),
             Column("Precision", _field("precision"), numeric=False),
-            Column("Valid acc", _field("best_valid_accuracy", _acc)),
+            _metric_column("Valid acc", METRIC_BEST_PREFIX + sel.metric, sel),
             Column("Step", _field("best_step")),
             Column("Epoch", _field("best_epoch", _epoch)),
-            Column("Test acc", _field("test_accuracy", _acc)),
+            *(_metric_column("Test acc", name, sel) for name in sel.report),
             Column("Wall time (s)", _field("wall_time", lambda v: f"{v:.1f}")),
             Column("Run", _field("run_id", lambda v: v[:8]), numeric=False),
         ),
-        tuple(t.to_dict() for t in summary.trials),
+        tuple(t.to_dict(sel) for t in summary.trials),
     )
+    fmt = _format(sel.primary)
     table2 = Table(
         "table2",
-        "Table 2. Test accuracy per group, at each trial's best-validation checkpoint "
-        "(%; std: sample standard deviation, ddof=1; 95% CI of the mean: t distribution "
+        (
+            "Table 2. Test accuracy per group, at each trial's best-validation checkpoint (%; std"
+            if sel.is_default()
+            else f"Table 2. {sel.primary} per group, at each trial's best-validation "
+            "checkpoint (std"
+        )
+        + ": sample standard deviation, ddof=1; 95% CI of the mean: t distribution "
         "and BCa bootstrap; not counted: the group's failed, diverged, early-stopped "
         "and unfinished runs)",
         (
             Column("Group", _field("group"), numeric=False),
             Column("n", _field("n")),
-            Column("Mean", _field("mean", _acc)),
-            Column("Std (ddof=1)", _field("std", _acc)),
+            Column("Mean", _field("mean", fmt)),
+            Column("Std (ddof=1)", _field("std", fmt)),
             Column("95% CI (t)", _ci("ci_low", "ci_high")),
             Column("95% CI (bootstrap)", _ci("boot_low", "boot_high")),
-            Column("Min", _field("min", _acc)),
-            Column("Max", _field("max", _acc)),
+            Column("Min", _field("min", fmt)),
+            Column("Max", _field("max", fmt)),
+            *(
+                Column(f"Mean {name}", _field(f"{name}_mean", _format(name)))
+                for name in sel.report[1:]
+            ),
             Column("Mean best step", _field("mean_best_step", lambda v: f"{v:.0f}")),
             Column("Trainable params", _field("trainable_params", _params)),
             Column("Not counted", _outcomes, numeric=False),
@@ -120,8 +149,13 @@ def build_tables(summary: Summary) -> list[Table]:
     alpha = summary.comparisons[0].alpha if summary.comparisons else 0.05
     comparisons = Table(
         "comparisons",
-        "Comparisons. Difference of mean test accuracy A - B (percentage points) between "
-        "groups that differ on one axis; paired t on seed-matched differences where "
+        "Comparisons. Difference of mean "
+        + (
+            "test accuracy A - B (percentage points)"
+            if sel.is_default()
+            else f"{sel.primary} A - B"
+        )
+        + " between groups that differ on one axis; paired t on seed-matched differences where "
         "seeds pair (Wilcoxon signed-rank beside it), Welch otherwise; 95% CIs of the "
         f"test and BCa bootstrap; Holm's correction across the table; decided at "
         f"alpha = {alpha:g}; seeds needed: per group, for power 0.8 at the observed effect",

@@ -39,6 +39,8 @@ def inputs_fingerprint(spec: SweepSpec) -> dict[str, str]:
     """{input: 16-hex digest} for the architecture, the data and the pretrained weights."""
     model = spec.model
     parts = {"model.arch": _digest(model.arch.model_dump(mode="json")), "data": _data(spec)}
+    if spec.data.answers is not None:  # a causal-LM sweep's answers (classification: none)
+        parts["data.answers"] = _digest(spec.data.answers)
     if model.checkpoint is not None:
         parts["pretrained"] = _file(model.checkpoint)
     elif model.pretrain is not None:

@@ -140,10 +140,10 @@ class Recorder:
             self._tags(run_id, tags)
         now = int(time.time() * 1000)
         points = self.metrics.new_points(run_id, result.get("points") or ())
-        best = [p for p in points if p[1] in layout.BEST_METRIC_NAMES]
+        best = [p for p in points if _is_best(p[1])]
         if best:  # logged with the trial's model when it finishes (`finished`)
             self._best[run_id] = best
-        metrics = [Metric(k, v, now, s) for s, k, v in points if k not in layout.BEST_METRIC_NAMES]
+        metrics = [Metric(k, v, now, s) for s, k, v in points if not _is_best(k)]
         # A step measured again after a resume, with other values: logged at the same
         # step, later, so readers that take a step's latest value get the new one.
         corrections = result.get("corrections") or ()
@@ -226,3 +226,8 @@ class Recorder:
 
     def _put(self, what: str, method: Callable[..., object], *args: Any, **kwargs: Any) -> None:
         self.outbox.put(what, lambda: method(*args, **kwargs))
+
+
+def _is_best(key: str) -> bool:
+    """A best-checkpoint metric (`Selection.best_names`): logged with the trial's model."""
+    return key.startswith(layout.METRIC_BEST_PREFIX)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from sweeper import layout
 from sweeper.redact import redact, redact_values
+from sweeper.selection import Selection
 from sweeper.spec import SweepSpec
 from sweeper.specbase import spec_files
 from sweeper.tracking.runs import role_filter, search_all
@@ -72,6 +73,9 @@ def record_sweep(
     resolved = json.dumps(spec.model_dump(mode="json"), indent=2, sort_keys=True)
     client.log_text(run_id, redact(resolved), layout.ARTIFACT_RESOLVED_SPEC)
     tags = {TAG_TRIALS: str(trials)}
+    selection = Selection.of(spec.select)
+    if not selection.is_default():  # a classification sweep's record stays as it was
+        tags[layout.TAG_SELECT] = selection.to_json()
     versions = package_versions()
     _note_version_changes(client, run_id, versions)
     tags.update({TAG_VERSION_PREFIX + name: version for name, version in versions.items()})

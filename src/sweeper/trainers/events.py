@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-from sweeper.selection import best_point
+from sweeper.selection import ACCURACY, Selection, base_name, best_point
 
 Split = Literal["train", "valid", "test"]
 
@@ -31,16 +31,31 @@ class MetricEvent:
     lr: float | None = None
     wall_time: float = 0.0
     """Seconds since the trainer process started."""
+    metrics: dict[str, float] | None = None
+    """Measurements other than loss and accuracy (a causal LM's `perplexity`,
+    `exact_match`), by name; left out of the JSON when None, so a classifier's events
+    read as before."""
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+        data = asdict(self)
+        if self.metrics is None:
+            del data["metrics"]
+        return json.dumps(data, sort_keys=True)
 
     @classmethod
     def from_dict(cls, data: dict) -> MetricEvent:
         return cls(**{k: data.get(k) for k in cls.__dataclass_fields__ if k in data})
 
+    def values(self) -> dict[str, float | None]:
+        """Every measurement by name: loss, accuracy, then `metrics` (sorted by name)."""
+        extra = sorted((self.metrics or {}).items())
+        return {"loss": self.loss, "accuracy": self.accuracy, **dict(extra)}
+
+    def value(self, name: str) -> float | None:
+        return self.values().get(name)
+
     def is_finite(self) -> bool:
-        return all(v is None or math.isfinite(v) for v in (self.loss, self.accuracy))
+        return all(v is None or math.isfinite(v) for v in self.values().values())
 
 
 def read_events(path: Path) -> list[MetricEvent]:
@@ -61,11 +76,14 @@ def read_events(path: Path) -> list[MetricEvent]:
     return sorted(latest.values(), key=lambda e: (e.step, e.split))
 
 
-def best_validation(events: list[MetricEvent]) -> tuple[MetricEvent, MetricEvent | None] | None:
-    """The validation point with the best accuracy (ties: earliest step) and the test
-    event measured at that same step, if any (docs/architecture.md, invariant 3)."""
+def best_validation(
+    events: list[MetricEvent], selection: Selection = ACCURACY
+) -> tuple[MetricEvent, MetricEvent | None] | None:
+    """The validation point with the best selection metric (ties: earliest step) and the
+    test event measured at that same step, if any (docs/architecture.md, invariant 3)."""
     valid = {e.step: e for e in events if e.split == "valid"}
-    found = best_point((step, e.accuracy) for step, e in valid.items())
+    name = base_name(selection.metric)
+    found = best_point(((step, e.value(name)) for step, e in valid.items()), selection.mode)
     if found is None:
         return None
     best = valid[found[0]]

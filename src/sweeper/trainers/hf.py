@@ -20,6 +20,8 @@ from sweeper.trainers.events import MetricEvent
 from sweeper.trainers.runner import python_module_command
 
 CHILD_MODULE = "sweeper.trainers.hf_main"
+LM_CHILD_MODULE = "sweeper.trainers.lm_main"
+"""The child of a causal-LM job (`job.extra["task"]`, sweeper.trainers.lm_trial)."""
 EVENT_PREFIX = "@@sweeper-event "
 """Marks the child's metric lines; everything else it prints is plain log."""
 PARAMS_FILE = "params.json"
@@ -97,6 +99,10 @@ def find_checkpoints(checkpoint_dir: Path) -> Checkpoints:
     return Checkpoints(best=best, last=last)
 
 
+def is_causal_lm(job: TrialJob) -> bool:
+    return job.extra.get("task") == layout.TASK_CAUSAL_LM
+
+
 class HFTrainer:
     """Runs a trial with `transformers.Trainer` in a child process (see hf_main)."""
 
@@ -104,9 +110,8 @@ class HFTrainer:
 
     def command(self, job: TrialJob) -> list[str]:
         """The child reads the job the runner saved; it resumes by itself."""
-        return python_module_command(
-            CHILD_MODULE, str(Path(job.out_dir) / layout.TRIAL_CONFIG_FILE)
-        )
+        child = LM_CHILD_MODULE if is_causal_lm(job) else CHILD_MODULE
+        return python_module_command(child, str(Path(job.out_dir) / layout.TRIAL_CONFIG_FILE))
 
     def parse_line(self, line: str, wall_time: float) -> list[MetricEvent]:
         """Event lines only; the runner's clock replaces the child's, so wall time means
@@ -136,6 +141,13 @@ class HFTrainer:
         """The HF test split; a LoRA checkpoint holds adapters only, so the init
         weights they apply to too."""
         return [job.hf_data, *([job.init_checkpoint] if job.method == "lora" else [])]
+
+    def test_metrics(self, job: TrialJob, checkpoint: Path) -> dict[str, float]:
+        """A causal-LM best checkpoint's test metrics (`test_loss`, `test_perplexity`,
+        `test_exact_match`), measured as the trial measured them."""
+        from sweeper.trainers.reload import lm_test_metrics
+
+        return lm_test_metrics(job, checkpoint)
 
     def test_accuracy(self, job: TrialJob, checkpoint: Path) -> float:
         from sweeper.trainers.reload import hf_test_accuracy

@@ -117,3 +117,21 @@ def _classify(model: torch.nn.Module, data) -> float:
             ).logits
             correct += int((logits.argmax(-1).cpu() == batch["labels"]).sum())
     return _percent(correct, len(data))
+
+
+def lm_test_metrics(job: TrialJob, checkpoint: Path) -> dict[str, float]:
+    """Reload a causal-LM best checkpoint with transformers (full fine-tuning) or as
+    PEFT adapters on the trial's starting decoder (LoRA), and measure the test split
+    with the function the trial measured it with (`trainers.lm_data.measure`)."""
+    from sweeper.models.llama import load_lm
+    from sweeper.trainers.lm_data import AnswerDataset, measure
+
+    if job.method == "lora":
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(load_lm(Path(job.init_checkpoint)), checkpoint)
+    else:
+        model = load_lm(checkpoint)
+    test = AnswerDataset.read(Path(job.hf_data) / "test.jsonl")
+    measured = measure(model.to(_device()), test, _device())
+    return {f"test_{name}": value for name, value in measured.items()}

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from sweeper.layout import TASK_CAUSAL_LM
 from sweeper.spec import SweepSpec
 from sweeper.trainers.base import Trainer, TrialJob
 from sweeper.trainers.events import MetricEvent
@@ -39,6 +40,11 @@ class SweepInputs:
 
 def prepare_inputs(spec: SweepSpec, log: Log = print, need_pretrained: bool = True) -> SweepInputs:
     """Prepare data and (if asked) the pretrained checkpoint; both cached across calls."""
+    if spec.task == TASK_CAUSAL_LM:
+        from sweeper.trainers.lm_trial import prepare_lm_inputs
+
+        data, pretrained = prepare_lm_inputs(spec, log, need_pretrained)
+        return SweepInputs(data.dir, data.dir, data.vocab_size, 0, data.num_train, pretrained)
     from sweeper.data import prepare
 
     prepared = prepare(spec, log=log)
@@ -101,6 +107,12 @@ def build_job(
     spec: SweepSpec, trial: Trial, inputs: SweepInputs, out_dir: Path, threads: int = 1
 ) -> TrialJob:
     """Resolve a trial into the job its trainer runs, creating its initial weights."""
+    if spec.task == TASK_CAUSAL_LM:
+        from sweeper.data.lm_task import LMData
+        from sweeper.trainers.lm_trial import build_lm_job
+
+        data = LMData.load(inputs.hf_data)
+        return build_lm_job(spec, trial, data, inputs.pretrained, out_dir, threads, detect_device())
     from sweeper.models.init import init_checkpoint
 
     arch = spec.model.arch.model_copy(update={"vocab_size": inputs.vocab_size})

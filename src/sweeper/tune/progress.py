@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from sweeper.selection import is_better
+from sweeper.selection import ACCURACY, Selection, is_better
 
 PENDING, RUNNING, RETRYING, FINISHED, FAILED, DONE_BEFORE = (
     "pending",
@@ -47,6 +47,8 @@ class TrialView:
     first: tuple[int, float] | None = None
     """(step, wall time) of the current attempt's first report: the rate is measured
     from there, leaving out start-up time and steps done by an earlier attempt."""
+    selection: Selection = ACCURACY
+    """Which reported metric is "valid" and "best" here, and its test value."""
 
     def eta(self) -> float | None:
         """Seconds left at the rate of the current attempt (None before any report)."""
@@ -67,13 +69,13 @@ class TrialView:
         self.wall_time = result.get("wall_time", self.wall_time)
         if self.first is None and self.wall_time is not None:
             self.first = (self.step, float(self.wall_time))
-        valid = result.get("valid_accuracy")
+        valid = result.get(self.selection.metric)
         if valid is None:
             return
         self.valid = float(valid)
-        if is_better(self.valid, self.best, "max"):  # strict: ties keep the earliest step
+        if is_better(self.valid, self.best, self.selection.mode):  # strict: ties keep the earliest
             self.best, self.best_step = self.valid, self.step
-            test = result.get("test_accuracy")
+            test = result.get(self.selection.primary)
             self.best_test = float(test) if test is not None else None
 
 
@@ -136,7 +138,7 @@ class Progress:
     def result(self, key: str, result: dict[str, Any]) -> None:
         view = self.views[key]
         view.update(result)
-        if result.get("valid_accuracy") is not None:
+        if result.get(view.selection.metric) is not None:
             self._event(key, step_text(view))
 
     def retrying(self, key: str, failures: int, reason: str) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sweeper import layout
-from sweeper.selection import best_metrics
+from sweeper.selection import ACCURACY, Selection, best_metrics
 from sweeper.spec import SweepSpec
 from sweeper.tracking.resume_sync import CheckpointSync
 from sweeper.tracking.staging import StagedInput
@@ -74,29 +74,33 @@ def event_points(event: MetricEvent) -> list[list[Any]]:
 
     Epoch and wall time are logged at validation points, where the summariser reads
     them (best epoch, trial wall time); train events give the loss and learning rate.
+    Evaluations give `<split>_<name>` for each measurement (`MetricEvent.values`).
     """
-    names = {
-        "train": ((layout.METRIC_TRAIN_LOSS, event.loss), (layout.METRIC_LR, event.lr)),
-        "valid": (
-            (layout.METRIC_VALID_LOSS, event.loss),
-            (layout.METRIC_VALID_ACC, event.accuracy),
-            (layout.METRIC_EPOCH, event.epoch),
-            (layout.METRIC_WALL_TIME, event.wall_time),
-        ),
-        "test": ((layout.METRIC_TEST_LOSS, event.loss), (layout.METRIC_TEST_ACC, event.accuracy)),
-    }[event.split]
+    if event.split == "train":
+        names: tuple[tuple[str, float | None], ...] = (
+            (layout.METRIC_TRAIN_LOSS, event.loss),
+            (layout.METRIC_LR, event.lr),
+        )
+    else:
+        names = tuple((f"{event.split}_{name}", v) for name, v in event.values().items())
+    if event.split == "valid":
+        names += ((layout.METRIC_EPOCH, event.epoch), (layout.METRIC_WALL_TIME, event.wall_time))
     return [[event.step, key, value] for key, value in names if value is not None]
 
 
-def best_points(evaluations: Sequence[MetricEvent], step: int) -> list[list[Any]]:
-    """The best-validation checkpoint's metrics (`layout.BEST_METRIC_NAMES`) as points
-    at `step`, by the rule the summariser uses (`trainers.events.best_validation`)."""
-    found = best_validation(list(evaluations))
+def best_points(
+    evaluations: Sequence[MetricEvent], step: int, selection: Selection = ACCURACY
+) -> list[list[Any]]:
+    """The best-validation checkpoint's metrics (`Selection.best_names`) as points at
+    `step`, by the rule the summariser uses (`trainers.events.best_validation`)."""
+    found = best_validation(list(evaluations), selection)
     if found is None:
         return []
     valid, test = found
-    test_accuracy = test.accuracy if test is not None else None
-    values = best_metrics(valid.accuracy, test_accuracy, valid.step, valid.epoch)
+    tests = {f"test_{k}": v for k, v in test.values().items()} if test is not None else {}
+    values = best_metrics(
+        valid.value(selection.valid_name), tests, valid.step, valid.epoch, selection
+    )
     return [[step, key, value] for key, value in values.items()]
 
 
@@ -116,9 +120,11 @@ class Reporter:
         node: str,
         sampler: SystemSampler | None = None,
         versions: str = "",
+        selection: Selection = ACCURACY,
     ):
         self._report = report
         self._node = node
+        self._selection = selection
         self._versions = versions
         """JSON of the trainer stack's versions on this node: a trial retried on another
         node, or resumed after an upgrade, is recorded with what it last ran on."""
@@ -168,10 +174,8 @@ class Reporter:
                 {
                     "step": event.step,
                     "epoch": valid.epoch,
-                    "valid_accuracy": valid.accuracy,
-                    "valid_loss": valid.loss,
-                    "test_accuracy": test.accuracy,
-                    "test_loss": test.loss,
+                    **_measured("valid", valid),
+                    **_measured("test", test),
                     "wall_time": max(valid.wall_time, test.wall_time),
                 }
             )
@@ -207,7 +211,7 @@ class Reporter:
         """The last report: remaining points, the best checkpoint's metrics, parameter
         counts, the trial's wall time."""
         counts = result.trainable_params or (None, None)
-        self._points.extend(best_points(self._evaluations, self.last_step))
+        self._points.extend(best_points(self._evaluations, self.last_step, self._selection))
         self._send(
             {
                 FINAL: True,
@@ -223,6 +227,14 @@ class Reporter:
         metrics[CORRECTIONS] = self._corrections
         self._points, self._corrections = [], []
         self._report(metrics)
+
+
+def _measured(split: str, event: MetricEvent) -> dict[str, float | None]:
+    """A report's `<split>_<name>` entries: accuracy and loss (None when not measured,
+    as the progress view and searcher expect), then the event's other metrics."""
+    values = event.values()
+    names = ("accuracy", "loss", *(n for n in values if n not in ("accuracy", "loss")))
+    return {f"{split}_{name}": values[name] for name in names}
 
 
 def node_name() -> str:
@@ -262,7 +274,13 @@ def run_reporting(
     out = trial_dir(ctx.spec, trial)
     inputs = localize(ctx.inputs, list(ctx.staged), ctx.tracking_uri) if ctx.staged else ctx.inputs
     sync = _checkpoint_sync(ctx, ref, out)
-    reporter = Reporter(report, node=node_name(), sampler=SystemSampler(), versions=versions_json())
+    reporter = Reporter(
+        report,
+        node=node_name(),
+        sampler=SystemSampler(),
+        versions=versions_json(),
+        selection=Selection.of(ctx.spec.select),
+    )
     reporter.replay(read_events(out / layout.EVENTS_FILE))
 
     def on_event(event: MetricEvent) -> None:
