@@ -65,3 +65,14 @@ def test_unknown_command_exits_2(capsys):
         main(["frobnicate"])
     assert exc.value.code == 2
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_output_piped_into_a_reader_that_stops_early_is_not_an_error():
+    """`sweeper validate --show SPEC | head -3`: the reader leaves, the command ends 0
+    without a traceback. Here the reader (`true`) leaves before the first line."""
+    shell = f"{sys.executable} -m sweeper.cli.main validate --show sweeps/demo.yaml | true"
+    done = subprocess.run(
+        ["bash", "-c", f"set -o pipefail; {shell}"], capture_output=True, text=True
+    )
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr
+    assert done.returncode == 0

@@ -76,7 +76,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     module.build_parser(parser)
     args = parser.parse_intermixed_args(argv[1:])  # overrides and options in any order
-    return int(module.run(args) or 0)
+    try:
+        return int(module.run(args) or 0)
+    except BrokenPipeError:  # `sweeper ... | head`: the reader has what it wanted
+        _quiet_closed_stdout()
+        return 0
+
+
+def _quiet_closed_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush of a pipe whose
+    reader left does not print a second BrokenPipeError at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 if __name__ == "__main__":
