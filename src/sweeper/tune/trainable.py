@@ -67,6 +67,10 @@ class TrialContext:
     staged: tuple[StagedInput, ...] = ()
     """Inputs the driver published to a remote artifact store (`tracking.staging`);
     empty when trials read the driver's paths (a local store)."""
+    pretraining: Any = None
+    """Ray ObjectRef of the pretraining stage running beside the trials
+    (`sweeper.tune.stages`): `pretrained` trials wait for it. None when
+    `inputs.pretrained` was ready before the trials started."""
 
 
 def event_points(event: MetricEvent) -> list[list[Any]]:
@@ -260,7 +264,12 @@ def run_reporting(
     from sweeper.tune.system_metrics import SystemSampler
 
     out = trial_dir(ctx.spec, trial)
-    inputs = localize(ctx.inputs, list(ctx.staged), ctx.tracking_uri) if ctx.staged else ctx.inputs
+    inputs, staged = ctx.inputs, ctx.staged
+    if ctx.pretraining is not None and trial.init == "pretrained":
+        from sweeper.tune.stages import pretrained_inputs
+
+        inputs, staged = pretrained_inputs(ctx.pretraining, inputs, staged)
+    inputs = localize(inputs, list(staged), ctx.tracking_uri) if staged else inputs
     sync = _checkpoint_sync(ctx, ref, out)
     reporter = Reporter(report, node=node_name(), sampler=SystemSampler(), versions=versions_json())
     reporter.replay(read_events(out / layout.EVENTS_FILE))

@@ -1,0 +1,164 @@
+"""The pretraining stage as a Ray task, and the gate that holds back the trials needing it.
+
+A sweep is a graph of stages (issue 18): data preparation feeds every trial, the
+pretraining stage feeds only the trials of the `pretrained` init. So the engine
+(`sweeper.engine.stages`) prepares the data, creates the runs and then, on Ray, starts
+pretraining as a task *beside* the trials: random-init trials train while it runs, and
+a `pretrained` trial waits for its result inside its own Ray trial (`pretrained_inputs`)
+before it builds its initial weights.
+
+Where and with what it runs:
+
+- on the driver's node (its data is there; on a cluster that is the head, as before),
+  in a placement group of one trial's resources (`resources.cpu`, `resources.gpu`),
+  reserved before the Tuner starts: the stage takes one trial slot from the pool, and
+  a trial waiting for it can never hold the CPU it needs. The reservation is released
+  as soon as the task ends (`PretrainStage.poll`, called between Tune's steps);
+- the task calls `sweeper.trainers.trial.prepare_inputs`, the function the driver used
+  to call before any trial: data preparation is a cache hit there, and pretraining runs
+  with the same command, threads and seed, so the checkpoint (and every record built on
+  it) is the one the sequential stage trained;
+- with a remote artifact store the task publishes the checkpoint itself
+  (`tracking.staging.publish`) and returns where it is, so a trial on another node
+  fetches it like any staged input (docs/architecture.md, invariant 7).
+
+A failed pretraining fails every `pretrained` trial with the stage's own error ("
+pretraining failed: ..."): they never start a trainer, their runs are marked FAILED with
+that reason, and the sweep exits 1; `--resume` pretrains again and runs them.
+
+This module imports Ray inside functions; only the engine imports it, inside functions.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sweeper.spec import SweepSpec
+from sweeper.tracking.staging import StagedInput
+from sweeper.trainers.runner import TrainerError
+from sweeper.trainers.trial import SweepInputs
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+NODE_SHARE = 0.001
+"""Of the driver node's `node:<ip>` resource: pins the stage's bundle to that node."""
+
+
+@dataclass(frozen=True)
+class Pretrained:
+    """What the pretraining task returns."""
+
+    path: Path
+    staged: tuple[StagedInput, ...]
+    """The checkpoint as published to a remote artifact store; empty with a local one."""
+    log: tuple[str, ...]
+    """Its progress lines (the driver prints the last ones)."""
+    seconds: float
+
+
+def pretrain_task(spec: SweepSpec, root_uri: str | None, tracking_uri: str) -> Pretrained:
+    """The Ray task: the spec's pretrained checkpoint (trained, or found in the cache),
+    published when `root_uri` (a remote artifact root) is given."""
+    from sweeper.logs import quiet_root_logger
+    from sweeper.tracking.staging import publish
+    from sweeper.trainers.trial import prepare_inputs
+
+    started = time.monotonic()
+    lines: list[str] = []
+    try:
+        inputs = prepare_inputs(spec, log=lines.append)
+    finally:
+        quiet_root_logger()
+    assert inputs.pretrained is not None
+    staged: tuple[StagedInput, ...] = ()
+    if root_uri is not None:
+        roles = ("pretrained",)
+        staged = tuple(publish(inputs, root_uri, tracking_uri, log=lines.append, roles=roles))
+    return Pretrained(inputs.pretrained, staged, tuple(lines), time.monotonic() - started)
+
+
+def pretrained_inputs(
+    ref: Any, inputs: SweepInputs, staged: tuple[StagedInput, ...]
+) -> tuple[SweepInputs, tuple[StagedInput, ...]]:
+    """A `pretrained` trial's inputs once the stage is done: waits for it; raises
+    TrainerError carrying the stage's own error when it failed."""
+    import ray
+
+    try:
+        done: Pretrained = ray.get(ref)
+    except Exception as exc:
+        raise stage_error(exc) from None
+    return replace(inputs, pretrained=done.path), (*staged, *done.staged)
+
+
+def stage_error(exc: BaseException) -> TrainerError:
+    """The error a failed stage's waiting trials fail with: its reason and log tail."""
+    cause = getattr(exc, "cause", None) or exc
+    if isinstance(cause, TrainerError):
+        return TrainerError(f"pretraining failed: {cause.reason}", cause.tail)
+    text = str(cause).strip().splitlines()
+    return TrainerError(f"pretraining failed: {type(cause).__name__}: {text[-1] if text else ''}")
+
+
+class PretrainStage:
+    """The running stage as the driver holds it: the task, its reservation, its end."""
+
+    def __init__(self, spec: SweepSpec, root_uri: str | None, tracking_uri: str):
+        import ray
+        from ray.util.placement_group import placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        bundle = {"CPU": float(spec.resources.cpu)}
+        if spec.resources.gpu:
+            bundle["GPU"] = float(spec.resources.gpu)
+        bundle[f"node:{ray.util.get_node_ip_address()}"] = NODE_SHARE
+        self._group = placement_group([bundle])
+        ray.get(self._group.ready())
+        task = ray.remote(pretrain_task).options(
+            num_cpus=bundle["CPU"],
+            num_gpus=bundle.get("GPU", 0),
+            max_retries=0,
+            scheduling_strategy=PlacementGroupSchedulingStrategy(self._group),
+        )
+        self.ref = task.remote(spec, root_uri, tracking_uri)
+        self.outcome: Pretrained | TrainerError | None = None
+        """None while it runs; then its result, or the error its trials fail with."""
+
+    def poll(self, note: Callable[[str], None]) -> None:
+        """Once the task has ended: release its reservation, say how it went."""
+        import ray
+
+        if self.outcome is not None or not ray.wait([self.ref], timeout=0)[0]:
+            return
+        try:
+            done: Pretrained = ray.get(self.ref)
+        except Exception as exc:
+            self.outcome = stage_error(exc)
+            note(f"pretraining FAILED: {self.outcome.reason}")
+        else:
+            self.outcome = done
+            for line in done.log[-2:]:
+                note(line.strip())
+            note(f"pretraining done in {done.seconds:.0f} s: the pretrained trials start")
+        self._release()
+
+    def stop(self) -> None:
+        """At the end of the trials (or on Ctrl-C): a stage still running is cancelled,
+        which kills its trainer (`runner.stream_process`), and its reservation freed."""
+        import ray
+
+        if self.outcome is None and not ray.wait([self.ref], timeout=0)[0]:
+            ray.cancel(self.ref)
+            ray.wait([self.ref], timeout=30)
+        self._release()
+
+    def _release(self) -> None:
+        from ray.util.placement_group import remove_placement_group
+
+        if self._group is not None:
+            remove_placement_group(self._group)
+            self._group = None
