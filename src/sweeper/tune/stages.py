@@ -10,10 +10,11 @@ before it builds its initial weights.
 Where and with what it runs:
 
 - on the driver's node (its data is there; on a cluster that is the head, as before),
-  in a placement group of one trial's resources (`resources.cpu`, `resources.gpu`),
-  reserved before the Tuner starts: the stage takes one trial slot from the pool, and
-  a trial waiting for it can never hold the CPU it needs. The reservation is released
-  as soon as the task ends (`PretrainStage.poll`, called between Tune's steps);
+  in a placement group of one trial's CPUs (`resources.cpu`) and, where that node has
+  GPUs, one GPU (`stage_bundle`), reserved before the Tuner starts: the stage takes one
+  trial slot from the pool, and a trial waiting for it can never hold the CPU it
+  needs. The reservation is released as soon as the task ends (`PretrainStage.poll`,
+  called between Tune's steps);
 - the task calls `sweeper.trainers.trial.prepare_inputs`, the function the driver used
   to call before any trial: data preparation is a cache hit there, and pretraining runs
   with the same command, threads and seed, so the checkpoint (and every record built on
@@ -104,6 +105,29 @@ def stage_error(exc: BaseException) -> TrainerError:
     return TrainerError(f"pretraining failed: {type(cause).__name__}: {text[-1] if text else ''}")
 
 
+def driver_node() -> dict[str, Any]:
+    """The Ray node this driver runs on, as `ray.nodes()` describes it."""
+    import ray
+
+    here = ray.get_runtime_context().get_node_id()
+    return next(node for node in ray.nodes() if node.get("NodeID") == here)
+
+
+def stage_bundle(spec: SweepSpec, node: dict[str, Any]) -> dict[str, float]:
+    """The stage's placement-group bundle: one trial's CPUs (as many as the driver's
+    node has, none on a head started with 0 CPUs: pretraining then runs there as it
+    did in the driver), one GPU when that node has any (pretraining in the driver saw
+    them, and fairseq trains on one), and a share of the node's own `node:<ip>`
+    resource, which pins the bundle there."""
+    have = node.get("Resources", {})
+    bundle = {"CPU": min(float(spec.resources.cpu), float(have.get("CPU", 0)))}
+    if have.get("GPU", 0) >= 1:
+        bundle["GPU"] = 1.0
+    pins = [key for key in have if key.startswith("node:") and not key.startswith("node:__")]
+    bundle[pins[0] if pins else f"node:{node['NodeManagerAddress']}"] = NODE_SHARE
+    return bundle
+
+
 class PretrainStage:
     """The running stage as the driver holds it: the task, its reservation, its end."""
 
@@ -112,10 +136,7 @@ class PretrainStage:
         from ray.util.placement_group import placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        bundle = {"CPU": float(spec.resources.cpu)}
-        if spec.resources.gpu:
-            bundle["GPU"] = float(spec.resources.gpu)
-        bundle[f"node:{ray.util.get_node_ip_address()}"] = NODE_SHARE
+        bundle = stage_bundle(spec, driver_node())
         self._group = placement_group([bundle])
         ray.get(self._group.ready())
         task = ray.remote(pretrain_task).options(
