@@ -9,8 +9,9 @@ nothing cached (corpus generated, sentencepiece trained, data binarized, RoBERTa
 pretrained, 12 trials), timed from the command's start to its exit. With `--baseline
 REV`, REV's `src/` (from `git archive`) runs the same sweep in a second fresh folder
 (its code first on PYTHONPATH, this checkout's installed libraries), and the two records
-are compared: the pretrained checkpoint's sha256, and Table 1 (`sweeper summarize
---format json`): every trial's best-validation step and accuracy and its test accuracy.
+are compared: the pretrained weights (sha256 of the checkpoint's tensors) and Table 1
+(`sweeper summarize --format json`): every trial's best-validation step and accuracy
+and its test accuracy.
 Identical records are the acceptance point of issue 18 ("records are unchanged by the
 speed work"). Target: `make demo` <= 3 min on 2 cores, cold.
 """
@@ -95,16 +96,29 @@ def run_demo(spec: Path, src: Path | None) -> dict[str, Any]:
         "cpu": timed.cpu,
         "load": load,
         "pretrain_s": json.loads(info.read_text(encoding="utf-8"))["seconds"],
-        "checkpoint": hashlib.sha256((info.parent / "model.pt").read_bytes()).hexdigest(),
+        "checkpoint": weights_sha256(info.parent / "model.pt"),
         "table1": {f"{t['group']}/s{t['seed']}": [t[k] for k in TABLE1] for t in trials},
     }
+
+
+def weights_sha256(path: Path) -> str:
+    """sha256 of a fairseq checkpoint's tensors, by name (the file itself also holds
+    the run's arguments, paths included, which differ between two folders)."""
+    import torch
+
+    state = torch.load(path, map_location="cpu", weights_only=False)["model"]
+    digest = hashlib.sha256()
+    for name in sorted(state):
+        digest.update(name.encode() + b"\0" + state[name].numpy().tobytes())
+    return digest.hexdigest()
 
 
 def compare(new: dict[str, Any], old: dict[str, Any]) -> list[str]:
     """Lines saying whether the two records are the same, and where not."""
     same_ckpt = new["checkpoint"] == old["checkpoint"]
     lines = [
-        f"- pretrained checkpoint sha256: {'identical' if same_ckpt else 'DIFFERENT'} "
+        f"- pretrained weights (sha256 of the checkpoint's tensors): "
+        f"{'identical' if same_ckpt else 'DIFFERENT'} "
         f"({new['checkpoint'][:12]})"
     ]
     differ = [

@@ -60,6 +60,15 @@ def test_random_trials_do_not_wait_for_pretraining(tmp_path, tmp_path_factory):
     (folder,) = (out / "trials").glob("dummy-pretrained-*")
     job = json.loads((folder / layout.TRIAL_CONFIG_FILE).read_text(encoding="utf-8"))
     assert job["init"] == "pretrained" and (out / "init") in Path(job["init_checkpoint"]).parents
+    # beside the stage a trainer yields the CPU to it; after the stage, normal priority
+    (beside,) = (out / "trials").glob("dummy-random-*")
+    assert _command(beside).startswith("$ nice -n 19 ")
+    assert not _command(folder).startswith("$ nice")
+
+
+def _command(folder: Path) -> str:
+    """The trainer's command line, the first line of its log."""
+    return (folder / layout.TRAINER_LOG_FILE).read_text(encoding="utf-8").splitlines()[0]
 
 
 def test_a_failed_pretraining_fails_only_the_pretrained_trials(tmp_path, tmp_path_factory):

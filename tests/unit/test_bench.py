@@ -216,7 +216,9 @@ def test_a_speedup_above_the_physical_limit_is_not_called_a_pass():
 def test_stage_bench_compares_checkpoint_and_table_1():
     row = {"checkpoint": "ab" * 32, "table1": {"hf/random/full/s1": [675, 60.0, 55.5]}}
     same = bench_stages.compare(row, dict(row))
-    assert same[0].startswith("- pretrained checkpoint sha256: identical")
+    assert same[0].startswith(
+        "- pretrained weights (sha256 of the checkpoint's tensors): identical"
+    )
     assert same[1].endswith("identical")
     other = {"checkpoint": "cd" * 32, "table1": {"hf/random/full/s1": [450, 60.0, 55.5]}}
     differ = bench_stages.compare(row, other)

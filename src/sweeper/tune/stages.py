@@ -45,6 +45,17 @@ from sweeper.trainers.trial import SweepInputs
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+BESIDE_NICE = 19
+"""CPU priority (`nice`) of a trial's trainer started while the stage runs. The stage
+keeps every thread it had when it ran alone (its thread count changes the checkpoint:
+measured, 1 and 2 threads give different weights), so a trial at normal priority
+beside it oversubscribes the cores and stretches the stage, which every `pretrained`
+trial waits for: 200 pretraining steps on 2 cores took 40 s alone, 51 s beside a busy
+process at nice 0 and 32 s beside one at nice 19 (load 8 from other jobs). At nice 19
+the trial takes the cycles the stage leaves idle (its threads sleep while they wait
+for each other: OMP_WAIT_POLICY=PASSIVE). A trial started after the stage ended runs
+at normal priority; one started before keeps nice 19 to its end (an unprivileged
+process cannot raise its priority again)."""
 NODE_SHARE = 0.001
 """Of the driver node's `node:<ip>` resource: pins the stage's bundle to that node."""
 
@@ -94,6 +105,13 @@ def pretrained_inputs(
     except Exception as exc:
         raise stage_error(exc) from None
     return replace(inputs, pretrained=done.path), (*staged, *done.staged)
+
+
+def running(ref: Any) -> bool:
+    """Whether the stage behind `ref` is still running."""
+    import ray
+
+    return not ray.wait([ref], timeout=0)[0]
 
 
 def stage_error(exc: BaseException) -> TrainerError:
@@ -153,7 +171,7 @@ class PretrainStage:
         """Once the task has ended: release its reservation, say how it went."""
         import ray
 
-        if self.outcome is not None or not ray.wait([self.ref], timeout=0)[0]:
+        if self.outcome is not None or running(self.ref):
             return
         try:
             done: Pretrained = ray.get(self.ref)
@@ -172,7 +190,7 @@ class PretrainStage:
         which kills its trainer (`runner.stream_process`), and its reservation freed."""
         import ray
 
-        if self.outcome is None and not ray.wait([self.ref], timeout=0)[0]:
+        if self.outcome is None and running(self.ref):
             ray.cancel(self.ref)
             ray.wait([self.ref], timeout=30)
         self._release()

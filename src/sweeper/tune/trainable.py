@@ -264,11 +264,14 @@ def run_reporting(
     from sweeper.tune.system_metrics import SystemSampler
 
     out = trial_dir(ctx.spec, trial)
-    inputs, staged = ctx.inputs, ctx.staged
-    if ctx.pretraining is not None and trial.init == "pretrained":
-        from sweeper.tune.stages import pretrained_inputs
+    inputs, staged, nice = ctx.inputs, ctx.staged, 0
+    if ctx.pretraining is not None:
+        from sweeper.tune.stages import BESIDE_NICE, pretrained_inputs, running
 
-        inputs, staged = pretrained_inputs(ctx.pretraining, inputs, staged)
+        if trial.init == "pretrained":
+            inputs, staged = pretrained_inputs(ctx.pretraining, inputs, staged)
+        elif running(ctx.pretraining):
+            nice = BESIDE_NICE
     inputs = localize(inputs, list(staged), ctx.tracking_uri) if staged else inputs
     sync = _checkpoint_sync(ctx, ref, out)
     reporter = Reporter(report, node=node_name(), sampler=SystemSampler(), versions=versions_json())
@@ -289,6 +292,7 @@ def run_reporting(
             on_event=on_event,
             on_start=sync.start if sync is not None else None,
             log=lambda _: None,
+            nice=nice,
         )
     except Exception:
         _keep_what_happened(reporter, lambda: upload_logs(out, ref.artifact_uri, ctx.tracking_uri))
