@@ -67,3 +67,20 @@ def test_the_stage_takes_one_trial_slot_on_the_driver_node(tmp_path: Path):
     assert stage_bundle(spec, gpu_head)["GPU"] == 1.0  # as the driver's pretraining had
     no_cpu = {**node, "Resources": {"node:10.0.0.5": 1.0}}  # a head started with 0 CPUs
     assert stage_bundle(spec, no_cpu) == {"CPU": 0.0, "node:10.0.0.5": 0.001}
+
+
+def test_a_pretraining_recipe_that_cannot_run_is_refused_before_any_run(tmp_path: Path):
+    """The stage now starts after the runs exist, so what `pretrain` would refuse is
+    refused by preflight (exit 2, nothing created)."""
+    from sweeper.data.errors import DataError
+    from sweeper.engine.preflight import check_pretrain
+
+    spec = _sweep(tmp_path, ["pretrained", "random"]).spec  # max_positions 32
+    with pytest.raises(DataError, match=r"max_tokens_per_sample \(64\) exceeds .*\(32\)"):
+        check_pretrain(spec)  # the default 64 tokens per sample do not fit
+    fits = spec.model.pretrain.model_copy(update={"max_tokens_per_sample": 32})  # type: ignore[union-attr]
+    check_pretrain(
+        spec.model_copy(update={"model": spec.model.model_copy(update={"pretrain": fits})})
+    )
+    checkpoint = _sweep(tmp_path, ["pretrained", "random"], pretrain=False).spec
+    check_pretrain(checkpoint)  # a given checkpoint is not pretrained: nothing to check
