@@ -6,6 +6,7 @@ the pretrained checkpoint was written (it did not wait), and the pretrained tria
 have started from that checkpoint. A pretraining that fails fails the pretrained trial
 without starting its trainer (run FAILED, the stage's error as its reason), lets the
 random one finish, exits 1 naming the stage; `--resume` then pretrains and finishes.
+On a tracking server the stage publishes its checkpoint for the other nodes.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import pytest
 import yaml
 
 from sweeper import layout
-from tests.support.sweeps import new_sweep, run_sweeper, runs_by_role
+from tests.support.cluster import mlflow_server
+from tests.support.sweeps import new_sweep, roles_in, run_sweeper, runs_by_role
 
 pytestmark = pytest.mark.integration
 pytest.importorskip("fairseq")
@@ -91,3 +93,20 @@ def test_a_failed_pretraining_fails_only_the_pretrained_trials(tmp_path, tmp_pat
     runs = _by_init(out, "broken")
     assert len(runs) == 2 and runs["pretrained"].info.run_id == pretrained.info.run_id
     assert runs["pretrained"].info.status == "FINISHED"
+
+
+def test_on_a_tracking_server_the_stage_publishes_its_checkpoint(tmp_path, tmp_path_factory):
+    """With a remote artifact store (a cluster's), the task publishes the checkpoint
+    it trained beside the driver's data (invariant 7), and the pretrained trial reads
+    it through the staged entry the task returned."""
+    from mlflow import MlflowClient
+
+    spec, _ = _spec(tmp_path, tmp_path_factory, "staged")
+    with mlflow_server(tmp_path / "server") as server:
+        done = run_sweeper("run", spec, "--tracking-uri", server.uri)
+        assert done.returncode == 0, done.stderr[-3000:]
+        _, trials = roles_in(MlflowClient(server.uri), "staged")
+    assert sorted(r.info.status for r in trials) == ["FINISHED", "FINISHED"]
+    markers = (tmp_path / "server" / "artifacts").glob("*/inputs/*/complete.json")
+    roles = {json.loads(marker.read_text(encoding="utf-8"))["role"] for marker in markers}
+    assert roles == {"fairseq_data", "hf_data", "pretrained"}
