@@ -59,7 +59,8 @@ demo: install
 # Benchmarks on this machine; each script replaces its section of docs/benchmarks.md.
 # Overhead, concurrency, summariser scale, framework speed, staging and the lab's size take
 # about 25 min on 2 idle cores; GPU packing runs only where a GPU is (elsewhere it writes its
-# method, skipped).
+# method, skipped). The stage graph runs `make demo`'s sweep cold twice, with this code and
+# with c5bd0ef's (main before the stage graph), and compares their records (~8 min).
 # The demo's data and pretrained checkpoint are prepared first if runs/demo lacks them
 # (about 2.5 min, untimed). Options per script: `python bench/NAME.py --help`.
 bench: install
@@ -71,6 +72,7 @@ bench: install
 	$(BIN)/python bench/bench_gpu_packing.py
 	$(BIN)/python bench/bench_staging.py
 	$(BIN)/python bench/bench_lab_size.py
+	$(BIN)/python bench/bench_stages.py --baseline c5bd0ef
 
 # Fault-injection and bad-input tests (every test file that records into the reliability
 # log), then docs/reliability.md from what they recorded; the page is written even when a

@@ -42,7 +42,7 @@ def served(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     """A finished sweep, its Table 1 (summarize JSON) and `sweeper ui`'s printed URL."""
     grid = {"seed": [1, 2], "init": ["pretrained", "random"], "framework": ["dummy"]}
     spec, _ = new_sweep(tmp_path, tmp_path_factory, "browse", grid=grid)
-    done = run_sweeper("run", spec)
+    done = run_sweeper("run", spec, "--figures")  # the parent run's report.html has them
     assert done.returncode == 0, done.stderr[-3000:]
     summary = run_sweeper("summarize", spec, "--format", "json", "--no-log")
     assert summary.returncode == 0, summary.stderr[-3000:]

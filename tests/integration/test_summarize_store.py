@@ -763,3 +763,25 @@ def test_an_unchanged_report_is_not_logged_again_and_mlflow_is_not_imported(stor
         client.get_run(made["parent"]).data.tags[layout.TAG_REPORT_DIGEST]
         != (tags[layout.TAG_REPORT_DIGEST])
     )
+
+
+def test_a_report_logged_without_figures_is_logged_again_with_them(store, tmp_path, capsys):
+    """`sweeper run` logs its closing report without figures (unless --figures); the
+    digest says so, so the next `sweeper summarize` logs the whole report, figures
+    included, and only the one after that finds it unchanged."""
+    from sweeper.summarize import log_report, write_report
+
+    client = store["client"]
+    made = write_experiment(client, "figless", lab_trials())
+    summary = summarize("figless", store["uri"], client=client)
+    files = write_report(summary, tmp_path / "run", figures=False)
+    assert not [f for f in files if f.suffix == ".png"]
+    log_report(client, summary, files, figures=False)
+    argv = ["summarize", "--experiment", "figless", "--tracking-uri", store["uri"]]
+
+    assert main([*argv, "--format", "json"]) == 0
+    assert f"report logged to parent run {made['parent']}" in capsys.readouterr().err
+    logged = client.list_artifacts(made["parent"], layout.ARTIFACT_REPORT_DIR)
+    assert {"curves.png", "test_accuracy.png"} <= {a.path.split("/")[-1] for a in logged}
+    assert main([*argv, "--format", "json"]) == 0
+    assert "report unchanged since it was logged" in capsys.readouterr().err

@@ -4,6 +4,7 @@ benchmarks themselves run with `make bench`, never in the test suite."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -21,6 +22,7 @@ import bench_concurrency  # noqa: E402
 import bench_frameworks  # noqa: E402
 import bench_gpu_packing  # noqa: E402
 import bench_overhead  # noqa: E402
+import bench_stages  # noqa: E402
 import bench_summarize  # noqa: E402
 import common  # noqa: E402
 
@@ -66,7 +68,14 @@ def test_ratio_verdict_and_table():
     assert common.verdict(1.2, 1.10) == "missed"
     assert common.verdict(1.8, 1.7, higher_is_better=True) == "holds"
     assert common.table(["a", "b"], [[1, 2]]) == ["| a | b |", "|---|---:|", "| 1 | 2 |"]
-    assert bench_concurrency.speedup(100.0, 55.0) == pytest.approx(100 / 55)
+    walls = {
+        label: {"wall": wall}
+        for (label, _, _), wall in zip(bench_concurrency.SETUPS, [100.0, 120.0, 55.0], strict=True)
+    }
+    assert bench_concurrency.best_speedup(walls) == (
+        "1 at a time, 1 thread",
+        pytest.approx(100 / 55),
+    )
     assert bench_gpu_packing.trials_per_hour(8, 1800.0) == pytest.approx(16.0)
 
 
@@ -172,7 +181,10 @@ def test_sweep_changes_are_valid_specs(tmp_path: Path):
 
     changes = [
         bench_overhead.sweep_changes(10, ["fairseq", "hf"], [1, 2]),
-        bench_concurrency.changes(3, 2, 1, quick=True),
+        *(
+            {**workload, **bench_concurrency.changes(2, 1)}
+            for workload in bench_concurrency.workloads(argparse.Namespace(quick=True), 3).values()
+        ),
         bench_gpu_packing.changes(4, 1, [1, 2], 5),
     ]
     for change in changes:
@@ -199,3 +211,16 @@ def test_a_speedup_above_the_physical_limit_is_not_called_a_pass():
     assert bench_concurrency.speedup_verdict(1.8) == "holds"
     assert bench_concurrency.speedup_verdict(1.5) == "missed"
     assert bench_concurrency.speedup_verdict(2.7).startswith("above the limit")
+
+
+def test_stage_bench_compares_checkpoint_and_table_1():
+    row = {"checkpoint": "ab" * 32, "table1": {"hf/random/full/s1": [675, 60.0, 55.5]}}
+    same = bench_stages.compare(row, dict(row))
+    assert same[0].startswith(
+        "- pretrained weights (sha256 of the checkpoint's tensors): identical"
+    )
+    assert same[1].endswith("identical")
+    other = {"checkpoint": "cd" * 32, "table1": {"hf/random/full/s1": [450, 60.0, 55.5]}}
+    differ = bench_stages.compare(row, other)
+    assert "DIFFERENT" in differ[0]
+    assert "DIFFERENT: hf/random/full/s1: [450, 60.0, 55.5] -> [675, 60.0, 55.5]" in differ[1]

@@ -151,7 +151,7 @@ def fake_ray(monkeypatch):
 
     monkeypatch.setattr(grid, "ray_session", session)
     monkeypatch.setattr(tuner, "build_tuner", build_tuner)
-    monkeypatch.setattr(grid, "summarise", lambda *a: seen.setdefault("summarised", a))
+    monkeypatch.setattr(grid, "summarise", lambda *a, **k: seen.setdefault("summarised", a))
     monkeypatch.setattr("sys.stdout", io.StringIO())  # the progress view's lines
     return seen
 

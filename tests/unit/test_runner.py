@@ -165,7 +165,7 @@ def test_timeout_is_the_trials_own(tmp_path, monkeypatch):
     seen = {}
     monkeypatch.setattr(trial_module, "build_job", lambda *a, **k: None)
     monkeypatch.setattr(
-        trial_module, "run_trainer", lambda trainer, job, on_event, timeout_s: seen.setdefault(
+        trial_module, "run_trainer", lambda trainer, job, on_event, timeout_s, **_: seen.setdefault(
             "timeout", timeout_s)
     )  # fmt: skip
     trial_module.run_trial(spec, trial, tmp_path, inputs=object())  # type: ignore[arg-type]
@@ -189,3 +189,25 @@ def test_num_classes_must_hold_every_label(tmp_path, asked, ok):
     else:
         with pytest.raises(DataError, match=r"train.num_classes is 1, but the labels have 2"):
             _check_classes(spec, ("neg", "pos"))
+
+
+def test_a_niced_trainer_runs_at_lower_priority(tmp_path):
+    """`nice` > 0 starts the trainer under `nice -n` (its log's command line says so);
+    the trainer process itself, seen while it runs, has that priority."""
+    import psutil
+
+    job = _job(tmp_path, sleep_per_step=0.05)
+    seen: list[int] = []
+
+    def on_event(event: MetricEvent) -> None:
+        if not seen:
+            (trainer,) = [
+                p for p in psutil.process_iter(["cmdline"])
+                if job.out_dir in " ".join(p.info["cmdline"] or [])
+            ]  # fmt: skip
+            seen.append(trainer.nice())
+
+    result = run_trainer(get_trainer("dummy"), job, on_event=on_event, nice=7)
+    assert seen == [7]
+    log = (result.out_dir / layout.TRAINER_LOG_FILE).read_text(encoding="utf-8")
+    assert log.splitlines()[0].startswith("$ nice -n 7 ")

@@ -122,6 +122,12 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
         "every few seconds (default 0: exit 2 at once, before anything is created)",
     )
     parser.add_argument(
+        "--figures",
+        action="store_true",
+        help="draw the closing summary's figures too (learning curves, accuracies; 2-4 s); "
+        "by default `sweeper summarize` draws and logs them when asked",
+    )
+    parser.add_argument(
         "--max-concurrent",
         type=int,
         metavar="N",
@@ -210,6 +216,7 @@ def run(args: argparse.Namespace) -> int:
         address=args.address,
         tracking_uri=uri,
         max_concurrent=args.max_concurrent,
+        figures=args.figures,
     )
     budget = _budget(args, spec)
     from sweeper.engine.signals import EXIT_INTERRUPTED, graceful_stop

@@ -15,12 +15,19 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sweeper.engine.options import EXIT_FAILED, RunOptions, SweepError
 from sweeper.engine.report import summarise
 from sweeper.engine.session import ray_session
-from sweeper.engine.sweep import Sweep, open_grid, prepare, trial_view
+from sweeper.engine.stages import (
+    prepare_stages,
+    remote_root,
+    report_failed_stage,
+    start_pretraining,
+    trial_order,
+)
+from sweeper.engine.sweep import Sweep, open_grid, trial_view
 from sweeper.selection import Selection
 
 if TYPE_CHECKING:
@@ -34,15 +41,20 @@ if TYPE_CHECKING:
 
 
 def run_grid_sweep(options: RunOptions, spec: SweepSpec) -> int:
-    """`sweeper run` for a spec without a search block: open, prepare, run."""
+    """`sweeper run` for a spec without a search block: open, prepare, run (pretraining
+    beside the trials that do not need it: `sweeper.engine.stages`)."""
     sweep = open_grid(options, spec)
-    inputs = prepare(spec)
-    return run_grid(sweep, inputs)
+    inputs, pretrain_later = prepare_stages(sweep)
+    return run_grid(sweep, inputs, pretrain_later=pretrain_later)
 
 
-def run_grid(sweep: Sweep, inputs: SweepInputs, report: bool = True) -> int:
+def run_grid(
+    sweep: Sweep, inputs: SweepInputs, report: bool = True, pretrain_later: bool = False
+) -> int:
     """Create the runs, run the trials that need running, close the record, summarise
-    (unless `report` is False: `--until-decided` summarises once, after its last batch)."""
+    (unless `report` is False: `--until-decided` summarises once, after its last batch).
+    `pretrain_later`: `inputs.pretrained` is still to be trained, by a Ray task started
+    beside the trials (`sweeper.engine.stages`)."""
     from sweeper import layout
     from sweeper.layout import METRIC_NAMES
     from sweeper.tracking.inputs import inputs_fingerprint
@@ -80,12 +92,12 @@ def run_grid(sweep: Sweep, inputs: SweepInputs, report: bool = True) -> int:
     if refs:
         recorder = Recorder(client, run_ids, metrics, Outbox(log=_warn))
         try:
-            unfinished = _run_on_ray(sweep, inputs, staged, refs, recorder, parent)
+            unfinished = _run_on_ray(sweep, inputs, staged, refs, recorder, parent, pretrain_later)
         except TrackingDown as exc:
             raise _tracking_down(sweep, exc) from None
     close_sweep_run(client, parent, failed=bool(unfinished))
     if report:
-        summarise(sweep.spec, sweep.uri, sweep.client)
+        summarise(sweep.spec, sweep.uri, sweep.client, figures=sweep.options.figures)
     if unfinished:
         names = ", ".join(sorted(unfinished))
         print(
@@ -104,10 +116,10 @@ def stage_inputs(
     driver's disk fetches it (`sweeper.tracking.staging`); nothing with a local store.
     The grid does it before any run is created: a failed upload (exit 1) leaves no run
     behind. The search stage calls it per group (a second call uploads nothing)."""
-    from sweeper.tracking.staging import is_remote, publish
+    from sweeper.tracking.staging import publish
 
-    root = client.get_experiment(experiment_id).artifact_location
-    if not is_remote(root):
+    root = remote_root(client, experiment_id)
+    if root is None:
         return ()
     print(f"inputs for every node: {root.rstrip('/')}/inputs", flush=True)
     try:
@@ -126,10 +138,12 @@ def _run_on_ray(
     refs: dict[str, RunRef],
     recorder: Recorder,
     parent: str,
+    pretrain_later: bool = False,
 ) -> list[str]:
-    """Run `refs`' trials on Ray; returns the names of those that did not finish."""
+    """Run `refs`' trials on Ray (with the pretraining stage beside them when
+    `pretrain_later`); returns the names of those that did not finish."""
     from sweeper.tracking.sweep_run import record_cluster
-    from sweeper.tune.callback import TrackingCallback
+    from sweeper.tune.callback import StageCallback, TrackingCallback
     from sweeper.tune.progress import DONE_BEFORE, FINISHED, Progress
     from sweeper.tune.trainable import TrialContext, run_ray_trial
     from sweeper.tune.tuner import build_tuner
@@ -139,28 +153,38 @@ def _run_on_ray(
     views = {key: trial_view(trial, inputs, selection) for key, trial in sweep.trials.items()}
     for key in sweep.plan.done:
         views[key].status = DONE_BEFORE
-    ctx = TrialContext(
-        spec=spec,
-        trials={key: sweep.trials[key] for key in refs},
-        inputs=inputs,
-        runs=refs,
-        tracking_uri=sweep.uri,
-        threads=max(1, int(spec.resources.cpu)),
-        staged=staged,
-    )
     with ray_session(options, spec) as session:
         record_cluster(sweep.client, parent, session.resources(), session.describe())
+        stage = start_pretraining(sweep) if pretrain_later else None
+        ctx = TrialContext(
+            spec=spec,
+            trials={key: sweep.trials[key] for key in refs},
+            inputs=inputs,
+            runs=refs,
+            tracking_uri=sweep.uri,
+            threads=max(1, int(spec.resources.cpu)),
+            staged=staged,
+            pretraining=stage.ref if stage is not None else None,
+        )
         with Progress(views) as progress:
             callback = TrackingCallback(recorder, progress)
+            callbacks: list[Any] = [callback]
+            if stage is not None:
+                callbacks.append(StageCallback(lambda: stage.poll(progress.note)))
             tuner = build_tuner(
                 ctx,
                 run_ray_trial,
                 name=f"{spec.name}-{options.stamp}",
                 max_concurrent=options.max_concurrent or spec.max_concurrent,
-                callbacks=[callback],
-                keys=[key for key in sweep.trials if key in refs],
+                callbacks=callbacks,
+                keys=trial_order(sweep, [key for key in sweep.trials if key in refs], stage),
             )
-            tuner.fit()
+            try:
+                tuner.fit()
+            finally:
+                if stage is not None:
+                    stage.stop()
+    report_failed_stage(sweep, stage)
     for key in refs:
         if key not in callback.ended:  # the sweep was stopped (Ctrl-C): resumable
             recorder.interrupted(key)

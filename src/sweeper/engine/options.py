@@ -44,6 +44,8 @@ class RunOptions:
     """MLflow store; None: the spec's."""
     max_concurrent: int | None = None
     """Trials at once; None: the spec's."""
+    figures: bool = False
+    """--figures: the closing summary draws its figures too (else `sweeper summarize`)."""
     stamp: str = field(default_factory=lambda: time.strftime("%Y%m%d-%H%M%S"))
     """When this driver started: names its Ray log file and its Tune experiments."""
 

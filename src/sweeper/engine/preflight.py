@@ -44,6 +44,20 @@ def check_inputs(spec: SweepSpec) -> None:
     if spec.data.source == "files":
         vocab_size = check_data_files(spec)
     check_checkpoint(spec, vocab_size or spec.model.arch.vocab_size)
+    check_pretrain(spec)
+
+
+def check_pretrain(spec: SweepSpec) -> None:
+    """What the pretraining stage would refuse, refused now: the stage runs beside the
+    trials (`sweeper.engine.stages`), after the runs exist (invariant 5)."""
+    config, arch = spec.model.pretrain, spec.model.arch
+    if config is None or spec.model.checkpoint is not None or "pretrained" not in spec.grid.init:
+        return
+    if config.max_tokens_per_sample > arch.max_positions:
+        raise DataError(
+            f"model.pretrain.max_tokens_per_sample ({config.max_tokens_per_sample}) exceeds "
+            f"model.arch.max_positions ({arch.max_positions})"
+        )
 
 
 def check_data_files(spec: SweepSpec) -> int:

@@ -17,9 +17,19 @@ if TYPE_CHECKING:
     from sweeper.spec import SweepSpec
 
 
-def summarise(spec: SweepSpec, uri: str, client: MlflowClient, notes: Sequence[str] = ()) -> None:
+def summarise(
+    spec: SweepSpec,
+    uri: str,
+    client: MlflowClient,
+    notes: Sequence[str] = (),
+    figures: bool = False,
+) -> None:
     """Print the summariser's tables and log its report to the parent run; `notes` are
-    the driver's own lines for the report (why `--until-decided` stopped)."""
+    the driver's own lines for the report (why `--until-decided` stopped).
+
+    Figures only when asked (`sweeper run --figures`): drawing them took 2-4 s of every
+    run's end (matplotlib), for files nobody looks at before `sweeper summarize`, which
+    draws and logs them (the report logged here is marked as figure-less)."""
     import tempfile
 
     from sweeper.selection import Selection
@@ -40,4 +50,4 @@ def summarise(spec: SweepSpec, uri: str, client: MlflowClient, notes: Sequence[s
     print()
     print_terminal(summary)
     with tempfile.TemporaryDirectory(prefix="sweeper-report-") as tmp:
-        log_report(client, summary, write_report(summary, Path(tmp)))
+        log_report(client, summary, write_report(summary, Path(tmp), figures), figures)

@@ -65,22 +65,27 @@ def open_grid(options: RunOptions, spec: SweepSpec) -> Sweep:
     return Sweep(options, spec, by_key, plan, store.client, store.experiment_id, store.uri)
 
 
-def prepare(spec: SweepSpec) -> SweepInputs:
-    """Data and pretrained checkpoint, once, before any trial and any run is created.
-    Raises SweepError: exit 2 on bad data, 1 if pretraining fails."""
+def prepare(spec: SweepSpec, need_pretrained: bool = True) -> SweepInputs:
+    """Data and (unless the pretraining stage runs beside the trials: `need_pretrained`
+    False, `sweeper.engine.stages`) the pretrained checkpoint, once, before any trial and
+    any run is created. Raises SweepError: exit 2 on bad data, 1 if pretraining fails."""
     from sweeper.data.errors import DataError
     from sweeper.logs import quiet_root_logger
     from sweeper.trainers.runner import TrainerError
     from sweeper.trainers.trial import prepare_inputs
 
     try:
-        return prepare_inputs(spec, log=lambda line: print(line, flush=True))
+        return prepare_inputs(spec, log=_say, need_pretrained=need_pretrained)
     except (DataError, ValueError) as exc:
         raise SweepError(str(exc)) from None
     except TrainerError as exc:
         raise SweepError(f"pretraining failed: {exc}", EXIT_FAILED) from None
     finally:
         quiet_root_logger()  # binarizing imported fairseq (sweeper.logs)
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
 
 
 def trial_view(trial: Trial, inputs: SweepInputs, selection: Selection = ACCURACY) -> TrialView:

@@ -63,7 +63,7 @@ def run_until_decided(options: RunOptions, spec: SweepSpec, budget: Budget) -> i
     notes = [f"--until-decided stopped: {reason}", _saved(len(groups), budget, _keys(summary))]
     for line in notes:
         print(line, flush=True)
-    summarise(spec, sweep.uri, sweep.client, notes)
+    summarise(spec, sweep.uri, sweep.client, notes, figures=options.figures)
     return status
 
 

@@ -91,10 +91,13 @@ def group_metrics(summary: Summary) -> dict[str, float]:
     return metrics
 
 
-def digest(summary: Summary) -> str:
+def digest(summary: Summary, figures: bool = True) -> str:
     """What identifies a report: the sha256 of its summary.json (every number, run id,
-    note and tracking URI in it; tables and figures are drawn from the same records)."""
-    return hashlib.sha256(to_json(summary).encode("utf-8")).hexdigest()
+    note and tracking URI in it; tables and figures are drawn from the same records),
+    and whether it has its figures: a report logged without them (`sweeper run`'s, by
+    default) is not the one `sweeper summarize` would log, so that one logs again."""
+    text = to_json(summary) + ("" if figures else "\0without figures")
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def unchanged(summary: Summary) -> bool:
@@ -103,9 +106,12 @@ def unchanged(summary: Summary) -> bool:
     return not summary.unmarked and summary.logged_digest == digest(summary)
 
 
-def log_report(client: MlflowClient, summary: Summary, files: Sequence[Path]) -> Logged | None:
-    """Log `files` (from write_report) and the group metrics to the parent run, then
-    tag it with the report's digest (`unchanged` reads it back).
+def log_report(
+    client: MlflowClient, summary: Summary, files: Sequence[Path], figures: bool = True
+) -> Logged | None:
+    """Log `files` (from write_report; `figures`: drawn among them) and the group
+    metrics to the parent run, then tag it with the report's digest (`unchanged` reads
+    it back).
 
     Returns None when the experiment has no parent run. Only the report's own files are
     logged, never the rest of a user's --out folder.
@@ -123,7 +129,7 @@ def log_report(client: MlflowClient, summary: Summary, files: Sequence[Path]) ->
     for start in range(0, len(entries), 1000):  # MLflow's log_batch limit
         client.log_batch(run_id, metrics=entries[start : start + 1000])
     mark_best_checkpoints(client, summary)
-    client.set_tag(run_id, layout.TAG_REPORT_DIGEST, digest(summary))
+    client.set_tag(run_id, layout.TAG_REPORT_DIGEST, digest(summary, figures))
     names = tuple(sorted(Path(p).name for p in files))
     return Logged(run_id, layout.ARTIFACT_REPORT_DIR, names, metrics)
 

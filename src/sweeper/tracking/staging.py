@@ -33,7 +33,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -98,13 +98,18 @@ def cache_root() -> Path:
 
 
 def publish(
-    inputs: SweepInputs, root_uri: str, tracking_uri: str, log: Log = print
+    inputs: SweepInputs,
+    root_uri: str,
+    tracking_uri: str,
+    log: Log = print,
+    roles: Sequence[str] = ROLES,
 ) -> list[StagedInput]:
     """Upload each input not yet under `root_uri/inputs/<digest>`; returns them all.
     Keyed by content, so a resumed sweep or a second sweep on the same data uploads
-    nothing."""
+    nothing. `roles`: the inputs to publish (the pretraining stage publishes its
+    checkpoint alone, once it exists)."""
     staged = []
-    for role in ROLES:
+    for role in roles:
         value = getattr(inputs, role)
         if value is None:
             continue

@@ -75,11 +75,14 @@ def run_trainer(
     job: TrialJob,
     on_event: Callable[[MetricEvent], None] | None = None,
     timeout_s: float | None = None,
+    nice: int = 0,
 ) -> TrialResult:
-    """Run one trial to completion (resuming from its checkpoints if any), or raise."""
+    """Run one trial to completion (resuming from its checkpoints if any), or raise.
+    `nice` > 0 runs the trainer at that lower CPU priority (`nice -n`: every thread it
+    starts inherits it), so it takes only the cores a more urgent process leaves idle."""
     out = Path(job.out_dir)
     try:
-        return _run(trainer, job, out, on_event, timeout_s)
+        return _run(trainer, job, out, on_event, timeout_s, nice)
     except OSError as exc:
         if exc.errno != errno.ENOSPC:
             raise
@@ -92,6 +95,7 @@ def _run(
     out: Path,
     on_event: Callable[[MetricEvent], None] | None,
     timeout_s: float | None,
+    nice: int = 0,
 ) -> TrialResult:
     """`run_trainer`'s body; writing the log or events file can meet a full disk."""
     out.mkdir(parents=True, exist_ok=True)
@@ -114,9 +118,10 @@ def _run(
                     on_event(event)
             return stop
 
-        ended = stream_process(
-            trainer.command(job), thread_env(job.threads), log, on_line, timeout_s
-        )
+        command = trainer.command(job)
+        if nice > 0:
+            command = ["nice", "-n", str(nice), *command]
+        ended = stream_process(command, thread_env(job.threads), log, on_line, timeout_s)
 
     if ended.stopped:
         raise TrainerError(ended.stopped, ended.tail)

@@ -19,6 +19,7 @@ inside functions.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +92,25 @@ class TrackingCallback(Callback):
         self.recorder.failed(key, text)
         self.ended.add(key)
         self.progress.failed(key, first_line(text))
+
+
+class StageCallback(Callback):
+    """Between Tune's steps: lets a stage running beside the trials (pretraining,
+    `sweeper.tune.stages`) notice its end, free its CPU and say so. Not state: pickled
+    (into `tuner.pkl`) as nothing, like TrackingCallback's live parts."""
+
+    def __init__(self, poll: Callable[[], None]):
+        self.poll: Callable[[], None] | None = poll
+
+    def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
+        if self.poll is not None:
+            self.poll()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.poll = None
 
 
 def error_text(trial: Any) -> str:

@@ -67,6 +67,10 @@ class TrialContext:
     staged: tuple[StagedInput, ...] = ()
     """Inputs the driver published to a remote artifact store (`tracking.staging`);
     empty when trials read the driver's paths (a local store)."""
+    pretraining: Any = None
+    """Ray ObjectRef of the pretraining stage running beside the trials
+    (`sweeper.tune.stages`): `pretrained` trials wait for it. None when
+    `inputs.pretrained` was ready before the trials started."""
 
 
 def event_points(event: MetricEvent) -> list[list[Any]]:
@@ -272,7 +276,15 @@ def run_reporting(
     from sweeper.tune.system_metrics import SystemSampler
 
     out = trial_dir(ctx.spec, trial)
-    inputs = localize(ctx.inputs, list(ctx.staged), ctx.tracking_uri) if ctx.staged else ctx.inputs
+    inputs, staged, nice = ctx.inputs, ctx.staged, 0
+    if ctx.pretraining is not None:
+        from sweeper.tune.stages import BESIDE_NICE, pretrained_inputs, running
+
+        if trial.init == "pretrained":
+            inputs, staged = pretrained_inputs(ctx.pretraining, inputs, staged)
+        elif running(ctx.pretraining):
+            nice = BESIDE_NICE
+    inputs = localize(inputs, list(staged), ctx.tracking_uri) if staged else inputs
     sync = _checkpoint_sync(ctx, ref, out)
     reporter = Reporter(
         report,
@@ -298,6 +310,7 @@ def run_reporting(
             on_event=on_event,
             on_start=sync.start if sync is not None else None,
             log=lambda _: None,
+            nice=nice,
         )
     except Exception:
         _keep_what_happened(reporter, lambda: upload_logs(out, ref.artifact_uri, ctx.tracking_uri))
