@@ -96,3 +96,27 @@ def test_release_deletes_only_its_own_lease(monkeypatch):
     _held_by(client, _holder(token="newer"))  # taken over (--force-resume elsewhere)
     other.release()
     assert read_holder(client, "1", "s").token == "newer"
+
+
+def test_a_claim_still_settling_is_waited_for_and_the_driver_that_keeps_it_named(monkeypatch):
+    """Three drivers at once: B's claim is on the store when C reads it, then A's
+    overwrites it and B gives way; C must name A, the driver that goes on."""
+    monkeypatch.setattr(lease, "SETTLE_S", 0.5)
+    client = FakeClient()
+    _held_by(client, _holder(pid=2, token="b"))  # written just now: still settling
+    waited = []
+
+    def sleep(seconds):
+        waited.append(seconds)
+        _held_by(client, _holder(pid=3, token="a"))  # A's write lands; B's read-back fails
+
+    monkeypatch.setattr(lease.time, "sleep", sleep)
+    with pytest.raises(LeaseHeld, match="pid 3 on elsewhere"):
+        take(client, "1", "s")
+    assert len(waited) == 1 and 0.5 < waited[0] <= 1.0  # the rest of the settling window
+
+    waited.clear()
+    _held_by(client, _holder(pid=4, beat=time.time() - 5))  # settled long ago
+    with pytest.raises(LeaseHeld, match="pid 4 on elsewhere"):
+        take(client, "1", "s")
+    assert waited == []  # no wait when nothing can be settling

@@ -10,7 +10,9 @@ because that is what every driver of a sweep shares, on one machine or a cluster
   process of this host that no longer exists, it is taken; otherwise `LeaseHeld` names
   the holder. Writing a tag is not a compare-and-set, so the taker waits `SETTLE_S` and
   reads it back: of two drivers that wrote at once, the one whose token is not there
-  gives way. On a SQLite store the whole step also runs under the store's file lock.
+  gives way. A third driver that finds a claim that fresh waits for that read-back
+  before naming the holder (`settled_holder`). On a SQLite store the whole step also
+  runs under the store's file lock.
 * Holding it: a daemon thread rewrites the heartbeat every `BEAT_S`.
 * Giving it back: the tag is deleted when the driver ends, however it ends short of
   SIGKILL; a killed driver's lease is taken at once on its own host (its pid is gone)
@@ -136,7 +138,7 @@ class Lease:
 
 def take(client: MlflowClient, experiment_id: str, sweep: str, force: bool = False) -> Holder:
     """Write this process's lease and confirm it stuck (see the module docstring)."""
-    holder = read_holder(client, experiment_id, sweep)
+    holder = settled_holder(client, experiment_id, sweep)
     if holder is not None and not force and holder.alive(time.time()):
         raise LeaseHeld(holder.describe())
     me = Holder(
@@ -152,6 +154,20 @@ def take(client: MlflowClient, experiment_id: str, sweep: str, force: bool = Fal
     if current is None or current.token != me.token:
         raise LeaseHeld(current.describe() if current else "a driver that started at once")
     return me
+
+
+def settled_holder(client: MlflowClient, experiment_id: str, sweep: str) -> Holder | None:
+    """The holder, once a claim still in its read-back has settled. A lease written in
+    the last 2 x `SETTLE_S` may be one of several drivers' claims written at once, of
+    which only the one read back goes on: naming it before then could name a driver
+    that gives way a second later. A heartbeat that recent costs the rest of that
+    window too (under 2 x `SETTLE_S`)."""
+    holder = read_holder(client, experiment_id, sweep)
+    settling = 2 * SETTLE_S - (time.time() - holder.beat) if holder is not None else 0.0
+    if settling > 0:
+        time.sleep(min(settling, 2 * SETTLE_S))  # a clock ahead of ours waits no longer
+        holder = read_holder(client, experiment_id, sweep)
+    return holder
 
 
 def _write(client: MlflowClient, experiment_id: str, sweep: str, holder: Holder) -> None:
