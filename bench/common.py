@@ -17,6 +17,7 @@ environment, stopping a process group). bench/ imports tests.support, never the 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import os
 import platform
@@ -26,7 +27,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -191,16 +192,48 @@ def table(head: Sequence[str], rows: Sequence[Sequence[Any]], align: str = "") -
 
 
 @dataclass(frozen=True)
+class Counters:
+    """One reading of a process's kernel counters."""
+
+    at: float
+    """perf_counter seconds"""
+    cpu: float
+    """user + sys seconds of the whole process (exited threads included)"""
+    waited: float
+    """seconds its live threads spent runnable but waiting for a core (schedstat's
+    run_delay): the time another process held the core it wanted"""
+
+
+@dataclass(frozen=True)
+class Traced:
+    """A process of a timed run, as the first and last scans that saw it read it."""
+
+    command: str
+    first: Counters
+    last: Counters
+
+    @property
+    def span(self) -> float:
+        return self.last.at - self.first.at
+
+    def share(self, name: str) -> float:
+        """CPU or waiting seconds per second seen (`name`: "cpu" or "waited")."""
+        spent = getattr(self.last, name) - getattr(self.first, name)
+        return spent / self.span if self.span > 0 else float("nan")
+
+
+@dataclass(frozen=True)
 class Timed:
     """A finished subprocess: wall seconds, CPU seconds of its process tree (user + sys
     of every descendant seen by a once-a-second scan, trainers and Ray workers included;
-    processes living under a second can be missed), its output, and its start time
-    (epoch seconds)."""
+    processes living under a second can be missed), its output, its start time (epoch
+    seconds), and the processes `run_timed` was asked to trace."""
 
     wall: float
     cpu: float
     output: str
     started: float
+    traced: tuple[Traced, ...] = ()
 
 
 def run_timed(
@@ -209,9 +242,11 @@ def run_timed(
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
     timeout: float = 1800,
+    trace: Callable[[str], bool] | None = None,
 ) -> Timed:
     """Run to completion in its own process group; raise with the output's tail on a
-    non-zero exit (a failed run is not a timing)."""
+    non-zero exit (a failed run is not a timing). `trace`: which processes of the tree
+    (by command line) to follow with `Counters` at each scan."""
     started = time.time()
     start = time.perf_counter()
     proc = subprocess.Popen(
@@ -227,9 +262,13 @@ def run_timed(
     reader = threading.Thread(target=lambda: chunks.append(proc.stdout.read()), daemon=True)
     reader.start()
     cpu: dict[int, float] = {}
+    traced: dict[int, Traced] = {}
     try:
         while True:
-            cpu.update(tree_cpu(proc.pid))
+            live = tree_cpu(proc.pid)
+            cpu.update(live)
+            if trace is not None:
+                _follow(live, trace, traced)
             try:
                 proc.wait(timeout=1.0)
                 break
@@ -246,7 +285,43 @@ def run_timed(
     if proc.returncode != 0:
         tail = "\n".join(output.splitlines()[-40:])
         raise RuntimeError(f"{' '.join(map(str, command))} exited {proc.returncode}:\n{tail}")
-    return Timed(wall, sum(cpu.values()), output, started)
+    return Timed(wall, sum(cpu.values()), output, started, tuple(traced.values()))
+
+
+def _follow(
+    tree: Mapping[int, float], wanted: Callable[[str], bool], traced: dict[int, Traced]
+) -> None:
+    """Read the counters of each wanted process in `tree` (pid -> CPU s) into `traced`."""
+    for pid in tree:
+        known = traced.get(pid)
+        command = known.command if known else _command(pid)
+        if command is None or not wanted(command):
+            continue
+        now = _counters(pid)
+        if now is not None:
+            traced[pid] = Traced(command, known.first if known else now, now)
+
+
+def _command(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        return None
+
+
+def _counters(pid: int) -> Counters | None:
+    """CPU seconds (/proc/PID/stat) and run-queue wait (/proc/PID/task/*/schedstat)."""
+    at = time.perf_counter()
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        waited = 0
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError, IndexError):  # a thread that just ended
+                waited += int((task / "schedstat").read_text().split()[1])
+    except (OSError, IndexError):
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    return Counters(at, (int(fields[11]) + int(fields[12])) / tick, waited / 1e9)
 
 
 def tree_cpu(root: int) -> dict[int, float]:

@@ -57,7 +57,7 @@ def time_phases(spec_path: str, trial_folder: str) -> dict[str, float]:
     start = time.perf_counter()
     from sweeper.tune.cluster import start_ray
 
-    start_ray(None, Path(tempfile.gettempdir()) / "sweeper-bench-ray.log")
+    start_ray(None)
     ray.shutdown()
     timings["Ray start + shutdown (embedded, local)"] = time.perf_counter() - start
     return timings

@@ -230,7 +230,7 @@ CASES: list[tuple[str, str, Mutate, list[str]]] = [
 
 def test_a_gpu_fraction_without_a_gpu_exits_2_fast(tmp_path, valid_inputs):
     """What sweeps/roberta.yaml asks for (a GPU fraction per trial) on a GPU-less machine."""
-    from sweeper.tune.system_metrics import gpu_count
+    from sweeper.trainers.devices import gpu_count
 
     if gpu_count():
         pytest.skip("this machine has a GPU: resources.gpu=0.5 fits")

@@ -120,3 +120,25 @@ def test_a_claim_still_settling_is_waited_for_and_the_driver_that_keeps_it_named
     with pytest.raises(LeaseHeld, match="pid 4 on elsewhere"):
         take(client, "1", "s")
     assert waited == []  # no wait when nothing can be settling
+
+
+def test_under_a_sqlite_stores_file_lock_nothing_waits(monkeypatch, tmp_path):
+    """The store's file lock makes a claim atomic on its machine: no read-back pause, and
+    a claim written a moment ago is named at once; without the lock (a tracking server)
+    the same claim is waited for."""
+    monkeypatch.setattr(lease, "SETTLE_S", 0.5)
+    waited: list[float] = []
+    monkeypatch.setattr(lease.time, "sleep", waited.append)
+    db = tmp_path / "mlflow.db"
+    client = FakeClient()
+    held = lease.Lease.acquire(client, "1", "s", db=db)
+    assert waited == [] and read_holder(client, "1", "s").token == held.holder.token
+    held.release()
+
+    _held_by(client, _holder(pid=2, token="b"))  # written just now
+    with pytest.raises(LeaseHeld, match="pid 2 on elsewhere"):
+        lease.Lease.acquire(client, "1", "s", db=db)
+    assert waited == []
+    with pytest.raises(LeaseHeld, match="pid 2 on elsewhere"):
+        lease.Lease.acquire(client, "1", "s")
+    assert len(waited) == 1 and 0.5 < waited[0] <= 1.0

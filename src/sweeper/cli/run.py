@@ -224,9 +224,12 @@ def run(args: argparse.Namespace) -> int:
     with graceful_stop() as stop:
         try:
             _check_resources(spec, options, args.wait_for_nodes)
+            from sweeper.engine.session import ray_session
             from sweeper.engine.store import sweep_lease
 
-            with sweep_lease(options, spec):  # one live driver per sweep
+            # One Ray session for the whole command, started while the store is opened
+            # and the sweep's lease (one live driver per sweep) taken beside it.
+            with ray_session(options, spec, beside=functools.partial(sweep_lease, options, spec)):
                 return stop.exit_code(_run_engine(options, spec, budget))
         except SweepError as exc:
             print(f"error: {exc.message}", file=sys.stderr)

@@ -45,7 +45,7 @@ class Node:
 
 def local_nodes() -> list[Node]:
     """This machine, as `sweeper.tune.cluster.start_ray` starts Ray on it."""
-    from sweeper.tune.system_metrics import gpu_count
+    from sweeper.trainers.devices import gpu_count
 
     return [Node("this machine", float(len(os.sched_getaffinity(0))), float(gpu_count()))]
 

@@ -12,6 +12,11 @@ their head.
 
 The file holds only tensors and plain Python values, so it loads with
 `torch.load(weights_only=True)`, which is what fairseq's loader does under torch >= 2.6.
+
+torch is imported by the functions that make or read tensors, not by the module: a
+trial whose starting file is cached (every trial of a sweep but the first of its seed)
+finds it without importing torch, which in a Ray trial's worker cost ~2 s before the
+trainer subprocess (which imports torch anyway) could start (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -23,16 +28,13 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import torch
-from torch import Tensor
-
 from sweeper.hashing import file_sha256
 from sweeper.models.arch import HEAD_NAME, build_fairseq_model, hf_config
-from sweeper.models.convert import fairseq_to_hf, has_lm_head, normalise_fairseq_keys
 from sweeper.spec import ArchConfig
 
 if TYPE_CHECKING:
     from fairseq.models.roberta import RobertaModel
+    from torch import Tensor
     from transformers import RobertaConfig, RobertaForSequenceClassification
 
 FORMAT_VERSION = 1
@@ -98,6 +100,8 @@ def initial_state(
     The caller's RNG state is left untouched: drawing happens in a forked RNG. The
     tensors keep fairseq's tying (LM-head weight = token embeddings), stored once.
     """
+    import torch
+
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = build_fairseq_model(arch, vocab_size)
@@ -115,6 +119,8 @@ def read_fairseq_state(path: Path) -> dict[str, Tensor]:
     fairseq's own checkpoints pickle their config objects, so they need
     `weights_only=False`: only load checkpoints this project or its user produced.
     """
+    import torch
+
     raw = torch.load(path, map_location="cpu", weights_only=False)
     state = raw.get("model", raw) if isinstance(raw, dict) else None
     if not isinstance(state, dict):
@@ -131,6 +137,8 @@ def _load_pretrained_encoder(model: RobertaModel, path: Path) -> None:
     missing, extra or differently shaped tensor is an error naming it: a pretrained
     checkpoint of another architecture or vocabulary must not load partially.
     """
+    from sweeper.models.convert import has_lm_head, normalise_fairseq_keys
+
     own = model.state_dict()
     loaded = {
         key: value
@@ -183,6 +191,8 @@ def _fairseq_checkpoint(state: dict[str, Tensor], identity: dict[str, Any]) -> d
 
 def atomic_save(obj: Any, path: Path) -> None:
     """torch.save to a temporary file beside `path`, then rename it into place."""
+    import torch
+
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -196,6 +206,8 @@ def atomic_save(obj: Any, path: Path) -> None:
 
 def read_init_checkpoint(path: Path) -> tuple[ArchConfig, dict[str, Tensor]]:
     """The arch recorded in an `init_checkpoint` file and its fairseq state dict."""
+    import torch
+
     checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     identity = checkpoint.get("sweeper")
     if not identity:
@@ -217,6 +229,8 @@ def hf_init_state(
 
     The same file fairseq starts from, converted: load it with `strict=True`.
     """
+    from sweeper.models.convert import fairseq_to_hf
+
     arch, state = read_init_checkpoint(path)
     vocab_size, num_classes = _sizes(state)
     config = hf_config(arch, vocab_size, num_classes, dropout, attention_dropout)

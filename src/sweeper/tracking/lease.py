@@ -11,8 +11,11 @@ because that is what every driver of a sweep shares, on one machine or a cluster
   the holder. Writing a tag is not a compare-and-set, so the taker waits `SETTLE_S` and
   reads it back: of two drivers that wrote at once, the one whose token is not there
   gives way. A third driver that finds a claim that fresh waits for that read-back
-  before naming the holder (`settled_holder`). On a SQLite store the whole step also
-  runs under the store's file lock.
+  before naming the holder (`settled_holder`). On a SQLite store the whole step runs
+  under the store's file lock instead, so no other driver can write between this one's
+  read and write: there it neither waits nor lets a waiting claim stand in its way
+  (the read-back then costs nothing; measured: the 1 s wait was an eighth of a
+  single-trial sweep's overhead, docs/benchmarks.md).
 * Holding it: a daemon thread rewrites the heartbeat every `BEAT_S`.
 * Giving it back: the tag is deleted when the driver ends, however it ends short of
   SIGKILL; a killed driver's lease is taken at once on its own host (its pid is gone)
@@ -105,8 +108,8 @@ class Lease:
         store, whose file lock makes taking it atomic on this machine."""
         from sweeper.tracking.server import creation_lock
 
-        with creation_lock(db):
-            me = take(client, experiment_id, sweep, force)
+        with creation_lock(db):  # a SQLite store's claims are atomic: nothing to settle
+            me = take(client, experiment_id, sweep, force, settle_s=SETTLE_S if db is None else 0)
         return cls(client, experiment_id, sweep, me)
 
     def release(self) -> None:
@@ -136,9 +139,18 @@ class Lease:
                 continue
 
 
-def take(client: MlflowClient, experiment_id: str, sweep: str, force: bool = False) -> Holder:
-    """Write this process's lease and confirm it stuck (see the module docstring)."""
-    holder = settled_holder(client, experiment_id, sweep)
+def take(
+    client: MlflowClient,
+    experiment_id: str,
+    sweep: str,
+    force: bool = False,
+    settle_s: float | None = None,
+) -> Holder:
+    """Write this process's lease and confirm it stuck (see the module docstring).
+    `settle_s`: how long a claim may take to settle (default `SETTLE_S`); 0 where the
+    caller holds a lock no other driver can write past."""
+    settle_s = SETTLE_S if settle_s is None else settle_s
+    holder = settled_holder(client, experiment_id, sweep, settle_s)
     if holder is not None and not force and holder.alive(time.time()):
         raise LeaseHeld(holder.describe())
     me = Holder(
@@ -149,23 +161,26 @@ def take(client: MlflowClient, experiment_id: str, sweep: str, force: bool = Fal
         beat=time.time(),
     )
     _write(client, experiment_id, sweep, me)
-    time.sleep(SETTLE_S)
+    if settle_s > 0:
+        time.sleep(settle_s)
     current = read_holder(client, experiment_id, sweep)
     if current is None or current.token != me.token:
         raise LeaseHeld(current.describe() if current else "a driver that started at once")
     return me
 
 
-def settled_holder(client: MlflowClient, experiment_id: str, sweep: str) -> Holder | None:
+def settled_holder(
+    client: MlflowClient, experiment_id: str, sweep: str, settle_s: float = SETTLE_S
+) -> Holder | None:
     """The holder, once a claim still in its read-back has settled. A lease written in
-    the last 2 x `SETTLE_S` may be one of several drivers' claims written at once, of
+    the last 2 x `settle_s` may be one of several drivers' claims written at once, of
     which only the one read back goes on: naming it before then could name a driver
     that gives way a second later. A heartbeat that recent costs the rest of that
-    window too (under 2 x `SETTLE_S`)."""
+    window too (under 2 x `settle_s`)."""
     holder = read_holder(client, experiment_id, sweep)
-    settling = 2 * SETTLE_S - (time.time() - holder.beat) if holder is not None else 0.0
+    settling = 2 * settle_s - (time.time() - holder.beat) if holder is not None else 0.0
     if settling > 0:
-        time.sleep(min(settling, 2 * SETTLE_S))  # a clock ahead of ours waits no longer
+        time.sleep(min(settling, 2 * settle_s))  # a clock ahead of ours waits no longer
         holder = read_holder(client, experiment_id, sweep)
     return holder
 

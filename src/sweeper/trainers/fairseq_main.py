@@ -19,7 +19,9 @@ and applies these fixes around fairseq's own training:
 5. numpy 2 removed `numpy.compat`, which fairseq's `--sample-break-mode eos` (used by
    the pretraining stage) still reads `long` from.
 6. The process exits without interpreter teardown after a successful run
-   (`exit_now`): teardown sometimes aborted with SIGABRT after everything was saved.
+   (`sweeper.quick_exit.exit_now`): teardown sometimes aborted with SIGABRT after
+   everything was saved ("terminate called without an active exception", as a native
+   worker thread was destroyed), turning a finished trial into a failed one.
 7. fairseq's `--bf16` "implies --tpu" (a TPU through torch_xla, absent here): bf16 on
    CPU or CUDA would fail at start. The implication is undone unless `--tpu` was given
    (`bf16_without_tpu`); fairseq's own bf16 code path then runs on the trial's device.
@@ -35,6 +37,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+from sweeper.quick_exit import exit_now
 from sweeper.trainers.fairseq_checkpoints import BEST, LAST, allow_fairseq_checkpoints
 
 
@@ -163,19 +166,6 @@ def main(argv: list[str]) -> None:
     if save_dir is not None:
         drop_training_state(save_dir / BEST)
     exit_now()
-
-
-def exit_now() -> None:
-    """Leave without interpreter teardown once everything is saved and flushed (fix 6).
-
-    Seen in CI-like runs: after "done training" and the checkpoint writes, the process
-    sometimes aborts in teardown ("terminate called without an active exception",
-    SIGABRT) as a native worker thread is destroyed, turning a finished trial into a
-    failed one. Nothing is left to do by then, so skip the teardown.
-    """
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
 
 
 if __name__ == "__main__":

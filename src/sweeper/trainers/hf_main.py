@@ -26,6 +26,7 @@ from transformers import (
     TrainingArguments,
 )
 
+from sweeper.quick_exit import exit_now
 from sweeper.trainers.base import EVAL_BATCH_SIZE, TrialJob, log_interval, warmup_updates
 from sweeper.trainers.events import MetricEvent
 from sweeper.trainers.hf import (
@@ -308,4 +309,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())  # no interpreter teardown: ~1.2 s per trial (sweeper.quick_exit)

@@ -27,6 +27,7 @@ import transformers
 from transformers import PrinterCallback, TrainerCallback
 
 from sweeper.models.llama import BOS_ID, EOS_ID, apply_lm_lora, load_lm
+from sweeper.quick_exit import exit_now
 from sweeper.trainers.base import TrialJob
 from sweeper.trainers.events import MetricEvent
 from sweeper.trainers.hf_main import (
@@ -182,4 +183,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())  # no interpreter teardown: ~1.2 s per trial (sweeper.quick_exit)

@@ -26,6 +26,7 @@ from typing import Protocol
 
 from sweeper.spec import ArchConfig, PretrainConfig, SweepSpec
 from sweeper.trainers.base import warmup_updates
+from sweeper.trainers.devices import detect_device
 from sweeper.trainers.fairseq import CHILD_MODULE, arch_flags, parse_log_line
 from sweeper.trainers.fairseq_checkpoints import LAST
 from sweeper.trainers.runner import (
@@ -140,14 +141,8 @@ def masked_lm_args(
         "--log-format", "json",
         "--log-interval", str(max(1, config.steps // PROGRESS_LINES)),
         "--num-workers", "0",
-        *([] if _cuda_available() else ["--cpu"]),
+        *([] if detect_device() == "cuda" else ["--cpu"]),
     ]  # fmt: skip
-
-
-def _cuda_available() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
 
 
 def _train(args: list[str], work: Path, config: PretrainConfig, log: Log) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from sweeper.layout import TASK_CAUSAL_LM
 from sweeper.spec import SweepSpec
 from sweeper.trainers.base import Trainer, TrialJob
+from sweeper.trainers.devices import detect_device
 from sweeper.trainers.events import MetricEvent
 from sweeper.trainers.registry import get_trainer
 from sweeper.trainers.runner import TrialResult, run_trainer
@@ -169,13 +170,6 @@ def run_trial(
     if on_start is not None:
         on_start(trainer, job)
     return run_trainer(trainer, job, on_event=on_event, timeout_s=timeout, nice=nice)
-
-
-def detect_device() -> str:
-    """CUDA when this process can see a GPU (Ray hides GPUs a trial did not ask for)."""
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def trial_dir(spec: SweepSpec, trial: Trial) -> Path:

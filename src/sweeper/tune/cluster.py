@@ -38,12 +38,12 @@ def keep_ray_on_loopback() -> None:
         constants.ENABLE_RAY_CLUSTER = False
 
 
-def start_ray(address: str | None, log_file: Path) -> bool:
+def start_ray(address: str | None) -> bool:
     """Connect to the cluster at `address` (or $RAY_ADDRESS), else start Ray on this
-    machine bound to 127.0.0.1 with all its cores. Ray's own log lines go to
-    `log_file`, not the terminal. Returns True when Ray was started here (embedded).
-    Already connected (a search's confirm stage runs on the search stage's Ray), it
-    returns False: whoever connected shuts Ray down."""
+    machine bound to 127.0.0.1 with all its cores. Returns True when Ray was started
+    here (embedded). Already connected (the grid inside `sweeper run`'s session, a
+    search's confirm stage), it returns False: whoever connected shuts Ray down. The
+    caller sends Ray's log lines to a file (`route_ray_logs`) once it has connected."""
     address = ray_address(address)
     if not address:
         keep_ray_on_loopback()
@@ -63,7 +63,6 @@ def start_ray(address: str | None, log_file: Path) -> bool:
             num_cpus=len(os.sched_getaffinity(0)),
             **quiet,
         )
-    route_ray_logs(log_file)
     return not address
 
 

@@ -32,6 +32,8 @@ from typing import Any
 
 import psutil
 
+from sweeper.trainers.devices import visible_gpus
+
 PREFIX = "system/"
 INTERVAL_S = 10.0
 """Seconds between samples at train events (validation points are always sampled)."""
@@ -46,7 +48,7 @@ class SystemSampler:
         self._root = psutil.Process(pid or os.getpid())
         self._procs: dict[int, psutil.Process] = {}
         self._last = time.monotonic()
-        self._gpus = _nvml_handles()
+        self._gpus = visible_gpus()
         psutil.cpu_percent(interval=None)  # CPU percentages are since the previous call
         self._tree()
 
@@ -86,29 +88,6 @@ class SystemSampler:
                     proc.cpu_percent(interval=None)  # starts its measurement
         self._procs = alive
         return list(alive.values())
-
-
-def _nvml_handles() -> list[Any]:
-    """NVML handles of the GPUs this trial may use, or none (no driver, no GPU, no
-    nvidia-ml-py). NVML numbers every GPU of the machine and ignores
-    CUDA_VISIBLE_DEVICES, so the trial's own devices are picked from it."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        if visible is None:
-            indices = list(range(pynvml.nvmlDeviceGetCount()))
-        else:
-            indices = [int(i) for i in visible.split(",") if i.strip().isdigit()]
-        return [pynvml.nvmlDeviceGetHandleByIndex(i) for i in indices]
-    except Exception:
-        return []
-
-
-def gpu_count() -> int:
-    """GPUs this process may use (CUDA_VISIBLE_DEVICES honoured); 0 without NVML."""
-    return len(_nvml_handles())
 
 
 def _gpu_values(handles: list[Any]) -> dict[str, float]:

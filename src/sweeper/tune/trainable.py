@@ -17,6 +17,7 @@ Ray is imported inside the functions: `sweeper --help` must not load it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -300,6 +301,7 @@ def run_reporting(
         if sync is not None:
             sync.on_event(event)
 
+    _import_in_background("mlflow.store.artifact.artifact_repository_registry")
     try:
         result = run_trial(
             ctx.spec,
@@ -322,6 +324,21 @@ def run_reporting(
     if sync is not None:
         sync.discard()
     reporter.finish(result)
+
+
+def _import_in_background(module: str) -> None:
+    """Import `module` in a thread while the trainer subprocess runs: the upload after
+    it needs MLflow, whose import (~0.5 s) would otherwise wait for the trainer's end in
+    a worker's first trial (docs/benchmarks.md). A later trial of a reused worker finds
+    it imported; a failed import shows again where the upload imports it."""
+    import importlib
+    import threading
+
+    def load() -> None:
+        with contextlib.suppress(Exception):
+            importlib.import_module(module)
+
+    threading.Thread(target=load, name=f"import {module}", daemon=True).start()
 
 
 def _checkpoint_sync(ctx: TrialContext, ref: RunRef, out: Path) -> CheckpointSync | None:
