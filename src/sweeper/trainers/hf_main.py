@@ -303,7 +303,10 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m sweeper.trainers.hf_main OUT_DIR/trial.json", file=sys.stderr)
         return 2
-    metrics = run(TrialJob.load(Path(args[0])))
+    job = TrialJob.load(Path(args[0]))
+    if use_cuda(job):
+        print("hf trial on cuda", flush=True)  # the log says where it ran, as lm_main's does
+    metrics = run(job)
     print(f"hf trial done: {json.dumps(metrics, sort_keys=True)}", flush=True)
     return 0
 

@@ -1,0 +1,288 @@
+"""sweeper's HF trainer on a GPU: the subprocess every HF trial runs, on CUDA.
+
+    python bench/gpu_trainers.py prepare DIR   # here: the jobs and their inputs, in DIR
+    python bench/gpu_trainers.py run DIR       # where CUDA is: runs them, DIR/results.json
+    python bench/gpu_trainers.py report FILE   # here: the "GPU trainers" section
+
+The GPU machine this project can borrow has torch, transformers and PEFT, but neither
+Ray, MLflow nor fairseq, and no network. So this check runs what a Ray trial runs
+below Ray: `sweeper.trainers.runner.run_trainer` with the HF trainer, which starts
+`python -m sweeper.trainers.hf_main trial.json` and parses its event stream. The jobs
+are built here by `sweeper.trainers.trial.build_job` (the demo's token ids; seed 1's
+starting weights from the demo's pretrained checkpoint, which fairseq writes, 3 epochs),
+then only their device and paths change on the GPU machine. Each precision the spec
+offers runs there, and LoRA; the fp32 job also runs here on the CPU, as the reference.
+
+Reported per job: whether the trainer said it ran on CUDA, its wall time, training
+updates per second (median over the 25-update intervals with no evaluation, the first
+dropped: `bench_frameworks.interval_rates`), its best validation accuracy and the test
+accuracy there, and the largest GPU memory in use while it ran (nvidia-smi, sampled).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+TITLE = "GPU trainers"
+EPOCHS = 3
+LOG_INTERVAL = 25
+VARIANTS: dict[str, dict[str, Any]] = {
+    "full, fp32": {"precision": "fp32"},
+    "full, bf16": {"precision": "bf16"},
+    "full, fp16": {"precision": "fp16"},
+    "lora (r=8), bf16": {"precision": "bf16", "method": "lora"},
+}
+CPU_REFERENCE = "full, fp32"
+
+
+def prepare(folder: Path) -> None:
+    """Jobs for the GPU machine, with paths relative to `folder`."""
+    import common
+
+    from sweeper.specio import load_spec
+    from sweeper.trainers.trial import build_job, prepare_inputs
+    from sweeper.trials import make_trial
+
+    common.ensure_inputs()
+    spec_path, out = common.new_sweep(folder / "sweep", "gpu", {"train.epochs": EPOCHS})
+    spec = load_spec(spec_path)
+    inputs = prepare_inputs(spec, log=lambda _: None)
+    data = folder / "inputs" / "hf"
+    shutil.rmtree(folder / "inputs", ignore_errors=True)
+    shutil.copytree(inputs.hf_data, data)
+    jobs = {}
+    for name, variant in VARIANTS.items():
+        method = variant.get("method", "full")
+        trial = make_trial(spec, seed=1, init="pretrained", framework="hf", method=method)
+        job = build_job(spec, trial, inputs, out / "trials" / _slug(name), threads=1)
+        init = folder / "inputs" / Path(job.init_checkpoint).name
+        shutil.copy(job.init_checkpoint, init)
+        train = {**job.train, "precision": variant["precision"]}
+        job = replace(
+            job,
+            train=train,
+            extra={"log_interval": LOG_INTERVAL},
+            hf_data=str(data.relative_to(folder)),
+            fairseq_data="",
+            init_checkpoint=str(init.relative_to(folder)),
+            out_dir=_slug(name),
+        )
+        jobs[name] = asdict(job)
+    (folder / "jobs.json").write_text(json.dumps(jobs, indent=2), encoding="utf-8")
+    shutil.rmtree(folder / "sweep")
+    print(f"{len(jobs)} jobs in {folder / 'jobs.json'}")
+
+
+def run(folder: Path, device: str) -> dict[str, Any]:
+    """Run every job (on `device`) with the trial runner; write and return the results."""
+    from sweeper.trainers.base import TrialJob
+    from sweeper.trainers.hf import HFTrainer
+    from sweeper.trainers.runner import TrainerError, run_trainer
+
+    jobs = json.loads((folder / "jobs.json").read_text(encoding="utf-8"))
+    names = list(jobs) if device == "cuda" else [CPU_REFERENCE]
+    results: dict[str, Any] = {"device": device, "gpu": _gpu_name(), **_stack(), "jobs": {}}
+    for name in names:
+        raw = dict(jobs[name])
+        for key in ("hf_data", "init_checkpoint"):
+            raw[key] = str(folder / raw[key])
+        out = folder / "runs" / device / raw["out_dir"]
+        shutil.rmtree(out, ignore_errors=True)
+        job = TrialJob(**{**raw, "out_dir": str(out), "device": device})
+        events: list[Any] = []
+        memory = _MemorySampler() if device == "cuda" else None
+        started = time.monotonic()
+        try:
+            result = run_trainer(HFTrainer(), job, on_event=events.append)
+            error = None
+        except TrainerError as exc:
+            result, error = None, f"{exc.reason}: " + " | ".join(exc.tail[-5:])
+        wall = time.monotonic() - started
+        log = (out / "trainer.log").read_text(encoding="utf-8", errors="replace")
+        found = {
+            "ok": error is None,
+            "error": error,
+            "on_cuda": "hf trial on cuda" in log,
+            "wall_s": round(wall, 1),
+            "updates_per_s": _median(_rates(events)),
+            "peak_gpu_mib": memory.stop() if memory is not None else None,
+            **_best(events),
+            "checkpoint": bool(result and result.checkpoints.best),
+        }
+        results["jobs"][name] = found
+        print(f"{device} {name}: {json.dumps(found)}", flush=True)
+    path = folder / f"results-{device}.json"
+    path.write_text(json.dumps(results, indent=2), encoding="utf-8")
+    return results
+
+
+def report(files: list[Path]) -> str:
+    import common
+
+    found = [json.loads(f.read_text(encoding="utf-8")) for f in files]
+    lines = [__doc__.split("\n\n", 2)[2].strip(), ""]
+    for results in found:
+        lines.append(
+            f"- {results['device']} runs: {results['machine']}; python {results['python']}, "
+            f"torch {results['torch']}, transformers {results['transformers']}, "
+            f"peft {results['peft']}; GPU: {results['gpu']}"
+        )
+    lines.append("")
+    rows = []
+    for results in found:
+        for name, one in results["jobs"].items():
+            rows.append(
+                [
+                    name,
+                    results["device"],
+                    "yes" if one["ok"] else f"no: {one['error']}",
+                    "yes" if one["on_cuda"] else "no",
+                    one["wall_s"],
+                    "-" if one["updates_per_s"] is None else f"{one['updates_per_s']:.1f}",
+                    _pct(one.get("best_valid_accuracy")),
+                    _pct(one.get("test_accuracy")),
+                    "-" if one["peak_gpu_mib"] is None else one["peak_gpu_mib"],
+                ]
+            )
+    lines += common.table(
+        ["job", "device", "finished", "trainer on CUDA", "wall (s)", "updates/s (median)",
+         "best valid acc", "test acc there", "peak GPU MiB"],
+        rows,
+    )  # fmt: skip
+    return "\n".join([*lines, "", *reading(found)]) + "\n"
+
+
+def reading(found: list[dict[str, Any]]) -> list[str]:
+    """What the table says, computed from it: every CUDA job finished on CUDA, and the
+    fp32 job's speed and accuracy against the CPU reference."""
+    by_device = {r["device"]: r["jobs"] for r in found}
+    cuda, cpu = by_device.get("cuda", {}), by_device.get("cpu", {})
+    lines = [
+        f"- {sum(j['ok'] and j['on_cuda'] for j in cuda.values())} of {len(cuda)} CUDA "
+        "jobs finished with the trainer on CUDA and a best checkpoint saved."
+    ]
+    gpu, ref = cuda.get(CPU_REFERENCE), cpu.get(CPU_REFERENCE)
+    if gpu and ref and gpu["updates_per_s"] and ref["updates_per_s"]:
+        lines.append(
+            f"- {CPU_REFERENCE}: {gpu['updates_per_s']:.0f} updates/s on the GPU against "
+            f"{ref['updates_per_s']:.0f} on this machine's CPU core; best validation "
+            f"{_pct(gpu.get('best_valid_accuracy'))} vs {_pct(ref.get('best_valid_accuracy'))}, "
+            f"test {_pct(gpu.get('test_accuracy'))} vs {_pct(ref.get('test_accuracy'))} (other "
+            "kernels, other "
+            "rounding: not bit-identical)."
+        )
+    return lines
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _best(events: list[Any]) -> dict[str, float]:
+    from sweeper.trainers.events import best_validation
+
+    found = best_validation(events)
+    if found is None:
+        return {}
+    valid, test = found
+    return {
+        "best_step": valid.step,
+        "best_valid_accuracy": valid.accuracy,
+        "test_accuracy": None if test is None else test.accuracy,
+    }
+
+
+def _stack() -> dict[str, str]:
+    """Where the jobs ran: the GPU machine's own Python and libraries, not this one's."""
+    import platform
+    from importlib import metadata
+
+    found = {"machine": f"{platform.node()} ({platform.machine()})"}
+    found["python"] = platform.python_version()
+    for name in ("torch", "transformers", "peft"):
+        found[name] = metadata.version(name)
+    return found
+
+
+def _rates(events: list[Any]) -> list[float]:
+    from bench_frameworks import interval_rates
+
+    return interval_rates(events)
+
+
+def _median(values: list[float]) -> float | None:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2] if ordered else None
+
+
+def _gpu_name() -> str:
+    done = subprocess.run(
+        ["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ) if shutil.which("nvidia-smi") else None  # fmt: skip
+    return done.stdout.strip() if done is not None and done.returncode == 0 else "none"
+
+
+class _MemorySampler:
+    """The largest GPU memory in use (MiB, whole device) while a job runs."""
+
+    def __init__(self) -> None:
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.5):
+            done = subprocess.run(
+                ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if done.returncode == 0 and done.stdout.strip():
+                self.peak = max(self.peak, int(done.stdout.split()[0]))
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return self.peak
+
+
+def _slug(name: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in name).strip("-")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("step", choices=("prepare", "run", "report"))
+    parser.add_argument("paths", nargs="+", type=Path, help="DIR (prepare, run) or results files")
+    parser.add_argument("--device", default="cuda", help="run: cuda, or cpu for the reference")
+    parser.add_argument("--no-doc", action="store_true", help="report: print only")
+    args = parser.parse_args(argv)
+    if args.step == "prepare":
+        prepare(args.paths[0].resolve())
+    elif args.step == "run":
+        run(args.paths[0].resolve(), args.device)
+    else:
+        import common
+
+        command = "python bench/gpu_trainers.py prepare|run|report (see below)"
+        head = common.header(TITLE, command, common.machine(), common.load_average())
+        common.publish(TITLE, "\n".join([*head, "", report(args.paths)]), not args.no_doc)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
