@@ -35,51 +35,61 @@ from typing import Any
 TITLE = "GPU trainers"
 EPOCHS = 3
 LOG_INTERVAL = 25
+CLASSIFY, CAUSAL_LM = "sweeps/demo.yaml", "sweeps/demo-llm.yaml"
 VARIANTS: dict[str, dict[str, Any]] = {
-    "full, fp32": {"precision": "fp32"},
-    "full, bf16": {"precision": "bf16"},
-    "full, fp16": {"precision": "fp16"},
-    "lora (r=8), bf16": {"precision": "bf16", "method": "lora"},
+    "full, fp32": {"spec": CLASSIFY, "precision": "fp32"},
+    "full, bf16": {"spec": CLASSIFY, "precision": "bf16"},
+    "full, fp16": {"spec": CLASSIFY, "precision": "fp16"},
+    "lora (r=8), bf16": {"spec": CLASSIFY, "precision": "bf16", "method": "lora"},
+    "causal LM, full, fp32": {"spec": CAUSAL_LM, "precision": "fp32"},
+    "causal LM, lora, bf16": {"spec": CAUSAL_LM, "precision": "bf16", "method": "lora"},
 }
-CPU_REFERENCE = "full, fp32"
+CPU_REFERENCES = ("full, fp32", "causal LM, full, fp32")
 
 
 def prepare(folder: Path) -> None:
-    """Jobs for the GPU machine, with paths relative to `folder`."""
-    import common
-
+    """Jobs for the GPU machine, their inputs copied into `folder`, paths relative to it.
+    The two demo sweeps' inputs come from their caches (runs/demo, runs/demo-llm),
+    prepared first where missing."""
     from sweeper.specio import load_spec
     from sweeper.trainers.trial import build_job, prepare_inputs
     from sweeper.trials import make_trial
 
-    common.ensure_inputs()
-    spec_path, out = common.new_sweep(folder / "sweep", "gpu", {"train.epochs": EPOCHS})
-    spec = load_spec(spec_path)
-    inputs = prepare_inputs(spec, log=lambda _: None)
-    data = folder / "inputs" / "hf"
-    shutil.rmtree(folder / "inputs", ignore_errors=True)
-    shutil.copytree(inputs.hf_data, data)
+    root = Path(__file__).resolve().parents[1]
+    shutil.rmtree(folder, ignore_errors=True)
     jobs = {}
     for name, variant in VARIANTS.items():
+        spec = load_spec(root / variant["spec"], [f"train.epochs={EPOCHS}"])
+        inputs = prepare_inputs(spec, log=lambda _: None)
         method = variant.get("method", "full")
         trial = make_trial(spec, seed=1, init="pretrained", framework="hf", method=method)
-        job = build_job(spec, trial, inputs, out / "trials" / _slug(name), threads=1)
-        init = folder / "inputs" / Path(job.init_checkpoint).name
-        shutil.copy(job.init_checkpoint, init)
-        train = {**job.train, "precision": variant["precision"]}
+        job = build_job(spec, trial, inputs, folder / "unused", threads=1)
+        data = _copy_in(Path(job.hf_data), folder / "inputs" / Path(variant["spec"]).stem)
+        init = _copy_in(Path(job.init_checkpoint), data.parent)
         job = replace(
             job,
-            train=train,
-            extra={"log_interval": LOG_INTERVAL},
+            train={**job.train, "precision": variant["precision"]},
+            extra={**job.extra, "log_interval": LOG_INTERVAL},
             hf_data=str(data.relative_to(folder)),
-            fairseq_data="",
+            fairseq_data=str(data.relative_to(folder)) if job.extra.get("task") else "",
             init_checkpoint=str(init.relative_to(folder)),
             out_dir=_slug(name),
         )
         jobs[name] = asdict(job)
     (folder / "jobs.json").write_text(json.dumps(jobs, indent=2), encoding="utf-8")
-    shutil.rmtree(folder / "sweep")
     print(f"{len(jobs)} jobs in {folder / 'jobs.json'}")
+
+
+def _copy_in(source: Path, into: Path) -> Path:
+    """`source` (a file or a folder) copied into `into` once; returns the copy."""
+    target = into / source.name
+    if not target.exists():
+        into.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target)
+        else:
+            shutil.copy(source, target)
+    return target
 
 
 def run(folder: Path, device: str) -> dict[str, Any]:
@@ -89,12 +99,12 @@ def run(folder: Path, device: str) -> dict[str, Any]:
     from sweeper.trainers.runner import TrainerError, run_trainer
 
     jobs = json.loads((folder / "jobs.json").read_text(encoding="utf-8"))
-    names = list(jobs) if device == "cuda" else [CPU_REFERENCE]
+    names = list(jobs) if device == "cuda" else list(CPU_REFERENCES)
     results: dict[str, Any] = {"device": device, "gpu": _gpu_name(), **_stack(), "jobs": {}}
     for name in names:
         raw = dict(jobs[name])
-        for key in ("hf_data", "init_checkpoint"):
-            raw[key] = str(folder / raw[key])
+        for key in ("hf_data", "fairseq_data", "init_checkpoint"):
+            raw[key] = str(folder / raw[key]) if raw[key] else ""
         out = folder / "runs" / device / raw["out_dir"]
         shutil.rmtree(out, ignore_errors=True)
         job = TrialJob(**{**raw, "out_dir": str(out), "device": device})
@@ -111,11 +121,11 @@ def run(folder: Path, device: str) -> dict[str, Any]:
         found = {
             "ok": error is None,
             "error": error,
-            "on_cuda": "hf trial on cuda" in log,
+            "on_cuda": "trial on cuda" in log,
             "wall_s": round(wall, 1),
             "updates_per_s": _median(_rates(events)),
             "peak_gpu_mib": memory.stop() if memory is not None else None,
-            **_best(events),
+            **_best(events, job.extra.get("select")),
             "checkpoint": bool(result and result.checkpoints.best),
         }
         results["jobs"][name] = found
@@ -148,37 +158,39 @@ def report(files: list[Path]) -> str:
                     "yes" if one["on_cuda"] else "no",
                     one["wall_s"],
                     "-" if one["updates_per_s"] is None else f"{one['updates_per_s']:.1f}",
-                    _pct(one.get("best_valid_accuracy")),
-                    _pct(one.get("test_accuracy")),
+                    one.get("metric", "-"),
+                    _pct(one.get("best_valid")),
+                    _pct(one.get("test_there")),
                     "-" if one["peak_gpu_mib"] is None else one["peak_gpu_mib"],
                 ]
             )
     lines += common.table(
         ["job", "device", "finished", "trainer on CUDA", "wall (s)", "updates/s (median)",
-         "best valid acc", "test acc there", "peak GPU MiB"],
+         "selected by", "best valid", "test there", "peak GPU MiB"],
         rows,
     )  # fmt: skip
     return "\n".join([*lines, "", *reading(found)]) + "\n"
 
 
 def reading(found: list[dict[str, Any]]) -> list[str]:
-    """What the table says, computed from it: every CUDA job finished on CUDA, and the
-    fp32 job's speed and accuracy against the CPU reference."""
+    """What the table says, computed from it: every CUDA job finished on CUDA, and each
+    fp32 job's speed and selected metric against its CPU reference."""
     by_device = {r["device"]: r["jobs"] for r in found}
     cuda, cpu = by_device.get("cuda", {}), by_device.get("cpu", {})
     lines = [
-        f"- {sum(j['ok'] and j['on_cuda'] for j in cuda.values())} of {len(cuda)} CUDA "
-        "jobs finished with the trainer on CUDA and a best checkpoint saved."
+        f"- {sum(j['ok'] and j['on_cuda'] and j['checkpoint'] for j in cuda.values())} of "
+        f"{len(cuda)} CUDA jobs finished with the trainer on CUDA and a best checkpoint saved."
     ]
-    gpu, ref = cuda.get(CPU_REFERENCE), cpu.get(CPU_REFERENCE)
-    if gpu and ref and gpu["updates_per_s"] and ref["updates_per_s"]:
+    for name in CPU_REFERENCES:
+        gpu, ref = cuda.get(name), cpu.get(name)
+        if not (gpu and ref and gpu["updates_per_s"] and ref["updates_per_s"]):
+            continue
         lines.append(
-            f"- {CPU_REFERENCE}: {gpu['updates_per_s']:.0f} updates/s on the GPU against "
-            f"{ref['updates_per_s']:.0f} on this machine's CPU core; best validation "
-            f"{_pct(gpu.get('best_valid_accuracy'))} vs {_pct(ref.get('best_valid_accuracy'))}, "
-            f"test {_pct(gpu.get('test_accuracy'))} vs {_pct(ref.get('test_accuracy'))} (other "
-            "kernels, other "
-            "rounding: not bit-identical)."
+            f"- {name}: {gpu['updates_per_s']:.0f} updates/s on the GPU against "
+            f"{ref['updates_per_s']:.0f} on one CPU core here; best validation "
+            f"{gpu.get('metric')} {_pct(gpu.get('best_valid'))} vs {_pct(ref.get('best_valid'))}, "
+            f"test {_pct(gpu.get('test_there'))} vs {_pct(ref.get('test_there'))} (other "
+            "kernels, other rounding: close, not bit-identical)."
         )
     return lines
 
@@ -187,17 +199,23 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def _best(events: list[Any]) -> dict[str, float]:
+def _best(events: list[Any], select: dict[str, str] | None) -> dict[str, Any]:
+    """The best validation point by the job's selection (accuracy unless the job names
+    another: a causal LM's exact match), and the test value of that metric there."""
+    from sweeper.selection import ACCURACY, Selection, base_name
     from sweeper.trainers.events import best_validation
 
-    found = best_validation(events)
+    selection = ACCURACY if select is None else Selection(select["metric"], select["mode"])
+    found = best_validation(events, selection)
     if found is None:
         return {}
     valid, test = found
+    name = base_name(selection.metric)
     return {
+        "metric": name,
         "best_step": valid.step,
-        "best_valid_accuracy": valid.accuracy,
-        "test_accuracy": None if test is None else test.accuracy,
+        "best_valid": valid.value(name),
+        "test_there": None if test is None else test.value(name),
     }
 
 
