@@ -45,6 +45,8 @@ SINGLE_TRIAL_ADDED = 8.0
 STEADY_TARGETS = {"fairseq": 1.05, "hf": 1.03}
 """Steady state per trial against the bare trainer (issue 18, target 3)."""
 BARE_REPEATS = 2
+RUN_REPEATS = 2
+"""Single-trial sweeps per framework: Ray's own start varied 2.5-5 s between runs."""
 TRAINERS = (
     "fairseq-train",
     "hf_plain.py",
@@ -169,9 +171,10 @@ def measure(args: argparse.Namespace, epochs: int) -> dict[str, Any]:
     work.mkdir(parents=True)
     env = common.clean_env(threads=1)
     figures: dict[str, Any] = {"bare": {}, "trial": {}, "run": {}, "parts": {}, "phases": {}}
-    figures["cpu"], figures["counters"], figures["bare_walls"] = {}, {}, {}
+    figures["cpu"], figures["counters"] = {}, {}
+    figures["bare_walls"], figures["run_walls"] = {}, {}
     for framework in args.frameworks:
-        spec, out = common.new_sweep(
+        spec, _ = common.new_sweep(
             work, f"overhead-{framework}", sweep_changes(epochs, [framework], [1])
         )
         trial_out = work / f"trial-{framework}"
@@ -195,20 +198,31 @@ def measure(args: argparse.Namespace, epochs: int) -> dict[str, Any]:
         figures["counters"].setdefault(framework, {})["bare"] = [
             counters(t) for b in bares for t in b.traced
         ]
-        timed = common.run_timed(common.sweeper_command("run", spec), env=env)
-        figures["run"][framework] = timed.wall
-        cpu["single-trial sweeper run"] = timed.cpu
+        runs, parts = [], []
+        for i in range(RUN_REPEATS):  # each in a fresh folder: a new store, as a user's
+            name = f"overhead-{framework}-run{i}"
+            run_spec, run_out = common.new_sweep(
+                work, name, sweep_changes(epochs, [framework], [1])
+            )
+            runs.append(common.run_timed(common.sweeper_command("run", run_spec), env=env))
+            parts.append(
+                timeline(run_out, name, runs[-1].started, runs[-1].started + runs[-1].wall)
+            )
+        figures["run"][framework] = common.median([r.wall for r in runs])
+        figures["run_walls"][framework] = [r.wall for r in runs]
+        cpu["single-trial sweeper run"] = common.median([r.cpu for r in runs])
         figures["cpu"][framework] = cpu
-        figures["parts"][framework] = timeline(
-            out, f"overhead-{framework}", timed.started, timed.started + timed.wall
-        )
+        figures["parts"][framework] = [
+            (label, common.median([dict(p)[label] for p in parts])) for label, _ in parts[0]
+        ]
         print(
             f"{framework}: bare {figures['bare'][framework]:.1f} s, sweeper trial "
-            f"{figures['trial'][framework]:.1f} s, single-trial sweeper run {timed.wall:.1f} s",
+            f"{figures['trial'][framework]:.1f} s, single-trial sweeper run "
+            f"{figures['run'][framework]:.1f} s",
             flush=True,
         )
         figures["phases"][framework] = overhead_phases.measure(
-            spec, next((out / "trials").iterdir()), env
+            run_spec, next((run_out / "trials").iterdir()), env
         )
     if not args.no_steady:
         figures["steady"] = steady_state(work, epochs, args.frameworks, env)
@@ -264,7 +278,9 @@ def report(figures: dict[str, Any], epochs: int, header: list[str]) -> str:
         "state per trial "
         + ", ".join(f"{f} <= {t:.2f}" for f, t in steady_target.items())
         + f"; the bounds below use {target:.2f}. Bare: median of {BARE_REPEATS} runs "
-        f"({json.dumps(_rounded(figures['bare_walls']))} s).",
+        f"({json.dumps(_rounded(figures['bare_walls']))} s); single-trial sweeper run: "
+        f"median of {RUN_REPEATS} ({json.dumps(_rounded(figures['run_walls']))} s), its "
+        "parts below the medians of its runs'.",
         "",
     ]
     rows, steady = [], figures.get("steady") or {}

@@ -17,7 +17,7 @@ import pytest
 
 from sweeper.spec import SweepSpec
 from sweeper.specio import load_spec
-from sweeper.trainers.base import TrialJob
+from sweeper.trainers.base import TrialJob, read_param_counts
 from sweeper.trainers.events import best_validation
 from sweeper.trainers.fairseq import FairseqTrainer
 from sweeper.trainers.fairseq_checkpoints import BEST, LAST, allow_fairseq_checkpoints
@@ -188,6 +188,8 @@ def test_trainable_params_are_the_classifiers(trial) -> None:
     named = model.model.named_parameters()
     expected = sum(p.numel() for name, p in named if not name.startswith("encoder.lm_head"))
     assert result.trainable_params == (expected, expected)
+    # counted by the child, which has torch loaded, not by the parent after it
+    assert read_param_counts(Path(job.out_dir)) == (expected, expected)
 
 
 def test_ties_keep_the_earliest_best(monkeypatch) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sweeper.spec import ArchConfig, TrainConfig
-from sweeper.trainers.base import TrialJob
+from sweeper.trainers.base import TrialJob, write_param_counts
 from sweeper.trainers.fairseq import FairseqTrainer, parse_log_line
 from sweeper.trainers.fairseq_checkpoints import BEST, LAST
 from sweeper.trainers.fairseq_main import _save_dir, repair_last_checkpoint
@@ -272,6 +272,16 @@ def test_nan_loss_reaches_the_runner_as_non_finite() -> None:
     line = TRAIN_INNER.replace('"loss": "1.008"', '"loss": "nan"')
     (event,) = FairseqTrainer().parse_line(line, 1.0)
     assert not event.is_finite()
+
+
+def test_trainable_params_are_the_ones_the_child_wrote(tmp_path: Path) -> None:
+    """The child counts the trained classifier (`fairseq_main.write_counts`); the
+    parent reads the file and opens no checkpoint (here: not a checkpoint at all)."""
+    job = make_job(tmp_path)
+    job.checkpoint_dir.mkdir(parents=True)
+    (job.checkpoint_dir / LAST).write_bytes(b"not a checkpoint")
+    write_param_counts(Path(job.out_dir), 139_714, 139_714)
+    assert FairseqTrainer().trainable_params(job) == (139_714, 139_714)
 
 
 def test_checkpoints_are_best_and_last(tmp_path: Path) -> None:

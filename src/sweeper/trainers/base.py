@@ -22,6 +22,25 @@ not depend on it (no batch-dependent layers at eval), speed does, so it is one n
 DEFAULT_LOG_INTERVAL = 25
 """Updates between train-loss events unless `job.extra["log_interval"]` says otherwise."""
 
+PARAMS_FILE = "params.json"
+"""A trial folder's parameter counts, written by the trainer subprocess that built the
+model: the parent then reads two numbers instead of importing torch to count them
+(~1 s in a Ray worker that has no torch loaded)."""
+
+
+def write_param_counts(out_dir: Path, trainable: int, total: int) -> None:
+    path = Path(out_dir) / PARAMS_FILE
+    path.write_text(json.dumps({"trainable": trainable, "total": total}) + "\n", encoding="utf-8")
+
+
+def read_param_counts(out_dir: Path) -> tuple[int, int] | None:
+    """(trainable, total) as the trainer wrote them, or None if it did not (yet)."""
+    path = Path(out_dir) / PARAMS_FILE
+    if not path.is_file():
+        return None
+    counts = json.loads(path.read_text(encoding="utf-8"))
+    return int(counts["trainable"]), int(counts["total"])
+
 
 @dataclass(frozen=True)
 class TrialJob:

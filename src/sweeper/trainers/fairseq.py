@@ -24,6 +24,7 @@ from sweeper.trainers.base import (
     Checkpoints,
     TrialJob,
     log_interval,
+    read_param_counts,
     warmup_updates,
 )
 from sweeper.trainers.events import MetricEvent
@@ -124,7 +125,12 @@ class FairseqTrainer:
         return Checkpoints(best if best.is_file() else None, last if last.is_file() else None)
 
     def trainable_params(self, job: TrialJob) -> tuple[int, int] | None:
-        """Full fine-tuning trains every parameter the classifier uses: (n, n)."""
+        """Full fine-tuning trains every parameter the classifier uses: (n, n), as the
+        child wrote them (`fairseq_main.write_counts`); counted from the checkpoint for
+        a trial folder whose child did not write them (an older sweeper's)."""
+        written = read_param_counts(Path(job.out_dir))
+        if written is not None:
+            return written
         found = self.checkpoints(job)
         path = found.last or found.best
         if path is None:

@@ -165,7 +165,21 @@ def main(argv: list[str]) -> None:
     train.cli_main()
     if save_dir is not None:
         drop_training_state(save_dir / BEST)
+        write_counts(save_dir)
     exit_now()
+
+
+def write_counts(save_dir: Path) -> None:
+    """The trained classifier's parameter counts into the trial folder (the save dir's
+    parent: `TrialJob.checkpoint_dir`), as the HF child writes them: counted here,
+    where torch is loaded, not in the Ray worker after the trainer ends."""
+    from sweeper.trainers.base import write_param_counts
+    from sweeper.trainers.fairseq import count_parameters
+
+    checkpoint = save_dir / LAST if (save_dir / LAST).is_file() else save_dir / BEST
+    if checkpoint.is_file():  # pretraining keeps no best (and needs no counts)
+        count = count_parameters(checkpoint)
+        write_param_counts(save_dir.parent, count, count)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from sweeper import layout
-from sweeper.trainers.base import Checkpoints, TrialJob
+from sweeper.trainers.base import Checkpoints, TrialJob, read_param_counts
 from sweeper.trainers.events import MetricEvent
 from sweeper.trainers.runner import python_module_command
 
@@ -24,7 +24,6 @@ LM_CHILD_MODULE = "sweeper.trainers.lm_main"
 """The child of a causal-LM job (`job.extra["task"]`, sweeper.trainers.lm_trial)."""
 EVENT_PREFIX = "@@sweeper-event "
 """Marks the child's metric lines; everything else it prints is plain log."""
-PARAMS_FILE = "params.json"
 """`{"trainable": int, "total": int}`, written by the child before training starts."""
 CHECKPOINT_PREFIX = "checkpoint-"
 """transformers' folder naming: `checkpoint-<global_step>`."""
@@ -131,11 +130,7 @@ class HFTrainer:
         return find_checkpoints(job.checkpoint_dir)
 
     def trainable_params(self, job: TrialJob) -> tuple[int, int] | None:
-        path = Path(job.out_dir) / PARAMS_FILE
-        if not path.is_file():
-            return None
-        counts = json.loads(path.read_text(encoding="utf-8"))
-        return int(counts["trainable"]), int(counts["total"])
+        return read_param_counts(Path(job.out_dir))
 
     def reload_inputs(self, job: TrialJob) -> list[str]:
         """The HF test split; a LoRA checkpoint holds adapters only, so the init

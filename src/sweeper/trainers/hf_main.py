@@ -27,11 +27,16 @@ from transformers import (
 )
 
 from sweeper.quick_exit import exit_now
-from sweeper.trainers.base import EVAL_BATCH_SIZE, TrialJob, log_interval, warmup_updates
+from sweeper.trainers.base import (
+    EVAL_BATCH_SIZE,
+    TrialJob,
+    log_interval,
+    warmup_updates,
+    write_param_counts,
+)
 from sweeper.trainers.events import MetricEvent
 from sweeper.trainers.hf import (
     CHECKPOINT_PREFIX,
-    PARAMS_FILE,
     STATE_FILE,
     checkpoint_step,
     complete_checkpoints,
@@ -267,8 +272,7 @@ def build_trainer(
 
 def write_params(job: TrialJob, counts: tuple[int, int]) -> None:
     trainable, total = counts
-    path = Path(job.out_dir) / PARAMS_FILE
-    path.write_text(json.dumps({"trainable": trainable, "total": total}) + "\n", encoding="utf-8")
+    write_param_counts(Path(job.out_dir), trainable, total)
     print(f"params: trainable {trainable:,} of {total:,} ({100 * trainable / total:.2f}%)")
 
 
