@@ -24,8 +24,12 @@ the last trial run's end: the sweep's fixed start and end, Ray's start and stop 
 them, are the same in every setup and are measured in "Overhead per trial").
 Reported per sweep: wall, trials' span, machine-wide CPU utilisation (other jobs included), CPU
 seconds of the sweep's own process tree (driver, Ray, trainers; scanned once a second)
-as a share of all cores over its wall, and the trainers' own wall time per trial
-(process start to exit): the last column is where a thread count helps or hurts.
+as a share of all cores over its wall, the trainers' own wall time per trial
+(process start to exit: where a thread count helps or hurts), and the trainer
+processes' kernel counters per second of their lives (`common.counters`: CPU seconds,
+and run_delay, the time waiting for a core). A trainer slower beside another one with
+about 1 CPU s per s and no waiting got a slower core, not less of one (the two share the
+machine's caches, memory and, on a VM, the host).
 """
 
 from __future__ import annotations
@@ -99,7 +103,9 @@ def run_setup(
     if workload != "demo":  # its own data: prepared once per sweep folder, untimed
         common.run_timed(common.sweeper_command("prepare", spec), env=common.clean_env())
     before = common.cpu_times()
-    timed = common.run_timed(common.sweeper_command("run", spec), env=common.clean_env())
+    timed = common.run_timed(
+        common.sweeper_command("run", spec), env=common.clean_env(), trace=common.is_trainer
+    )
     busy = common.utilisation(before, common.cpu_times())
     client = _client(out)
     experiment = client.get_experiment_by_name(name)
@@ -115,7 +121,16 @@ def run_setup(
     # summary: "Overhead per trial") are outside it.
     first = min((p / layout.TRIAL_CONFIG_FILE).stat().st_mtime for p in (out / "trials").iterdir())
     span = max(r.info.end_time for r in trials) / 1000 - first
-    return {"wall": timed.wall, "span": span, "cpu": timed.cpu, "busy": busy, "trainer": trainer}
+    found = [common.counters(t) for t in timed.traced]
+    return {
+        "wall": timed.wall,
+        "span": span,
+        "cpu": timed.cpu,
+        "busy": busy,
+        "trainer": trainer,
+        "trainer_cpu": common.median([c["cpu"] for c in found]),
+        "trainer_waited": common.median([c["waited"] for c in found]),
+    }
 
 
 def _client(out):  # type: ignore[no-untyped-def]
@@ -143,6 +158,7 @@ def report(results: dict[str, dict[str, dict[str, Any]]], epochs: int, head: lis
                     f"{found['cpu']:.0f} ({100 * found['cpu'] / (found['wall'] * cores):.0f}%)",
                     f"{common.median(trainer):.1f}",
                     f"{sum(trainer):.0f}",
+                    f"{found['trainer_cpu']:.2f} / {found['trainer_waited']:.3f}",
                 ]
             )
         lines += common.table(
@@ -154,6 +170,7 @@ def report(results: dict[str, dict[str, dict[str, Any]]], epochs: int, head: lis
                 f"CPU s of the sweep's processes (% of {cores} cores × wall)",
                 "trainer wall per trial, median (s)",
                 "trainer wall, sum (s)",
+                "trainer CPU s / waiting s per s (medians)",
             ],
             rows,
         )

@@ -47,13 +47,6 @@ STEADY_TARGETS = {"fairseq": 1.05, "hf": 1.03}
 BARE_REPEATS = 2
 RUN_REPEATS = 2
 """Single-trial sweeps per framework: Ray's own start varied 2.5-5 s between runs."""
-TRAINERS = (
-    "fairseq-train",
-    "hf_plain.py",
-    "sweeper.trainers.fairseq_main",
-    "sweeper.trainers.hf_main",
-)
-"""Command lines of the trainer processes whose kernel counters are read (bare, swept)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -189,14 +182,14 @@ def measure(args: argparse.Namespace, epochs: int) -> dict[str, Any]:
         build = bare_fairseq if framework == "fairseq" else bare_hf
         bares = [
             common.run_timed(build(job, work / f"bare-{framework}-{i}"), env=env, cwd=work,
-                             trace=is_trainer)
+                             trace=common.is_trainer)
             for i in range(BARE_REPEATS)
         ]  # fmt: skip
         figures["bare"][framework] = common.median([b.wall for b in bares])
         figures["bare_walls"][framework] = [b.wall for b in bares]
         cpu["bare"] = common.median([b.cpu for b in bares])
         figures["counters"].setdefault(framework, {})["bare"] = [
-            counters(t) for b in bares for t in b.traced
+            common.counters(t) for b in bares for t in b.traced
         ]
         runs, parts = [], []
         for i in range(RUN_REPEATS):  # each in a fresh folder: a new store, as a user's
@@ -231,20 +224,11 @@ def measure(args: argparse.Namespace, epochs: int) -> dict[str, Any]:
     return figures
 
 
-def is_trainer(command: str) -> bool:
-    return any(name in command for name in TRAINERS)
-
-
-def counters(traced: common.Traced) -> dict[str, float]:
-    """A trainer process's seconds seen, and its CPU and run-queue seconds per second."""
-    return {"seen": traced.span, "cpu": traced.share("cpu"), "waited": traced.share("waited")}
-
-
 def steady_state(work: Path, epochs: int, frameworks: list[str], env: dict[str, str]) -> Any:
     spec, out = common.new_sweep(
         work, "overhead-steady", sweep_changes(epochs, frameworks, STEADY_SEEDS)
     )
-    timed = common.run_timed(common.sweeper_command("run", spec), env=env, trace=is_trainer)
+    timed = common.run_timed(common.sweeper_command("run", spec), env=env, trace=common.is_trainer)
     _, trials = trial_runs(out, "overhead-steady")
     from sweeper import layout
 
@@ -257,7 +241,7 @@ def steady_state(work: Path, epochs: int, frameworks: list[str], env: dict[str, 
     found: dict[str, list[dict[str, float]]] = {}
     for traced in timed.traced:
         framework = "fairseq" if "fairseq_main" in traced.command else "hf"
-        found.setdefault(framework, []).append(counters(traced))
+        found.setdefault(framework, []).append(common.counters(traced))
     return {
         "wall": timed.wall,
         "n": len(trials),

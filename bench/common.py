@@ -288,6 +288,25 @@ def run_timed(
     return Timed(wall, sum(cpu.values()), output, started, tuple(traced.values()))
 
 
+TRAINERS = (
+    "fairseq-train",
+    "hf_plain.py",
+    "sweeper.trainers.fairseq_main",
+    "sweeper.trainers.hf_main",
+)
+"""Command lines of trainer processes, bare (stock fairseq-train, bench/hf_plain.py) or
+started by sweeper: the processes `run_timed(trace=is_trainer)` reads counters of."""
+
+
+def is_trainer(command: str) -> bool:
+    return any(name in command for name in TRAINERS)
+
+
+def counters(traced: Traced) -> dict[str, float]:
+    """A traced process's seconds seen, and its CPU and run-queue seconds per second."""
+    return {"seen": traced.span, "cpu": traced.share("cpu"), "waited": traced.share("waited")}
+
+
 def _follow(
     tree: Mapping[int, float], wanted: Callable[[str], bool], traced: dict[int, Traced]
 ) -> None:
