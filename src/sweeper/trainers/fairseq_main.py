@@ -172,14 +172,17 @@ def main(argv: list[str]) -> None:
 def write_counts(save_dir: Path) -> None:
     """The trained classifier's parameter counts into the trial folder (the save dir's
     parent: `TrialJob.checkpoint_dir`), as the HF child writes them: counted here,
-    where torch is loaded, not in the Ray worker after the trainer ends."""
+    where torch is loaded, not in the Ray worker after the trainer ends. Only a trial's
+    save dir (its folder holds the job): the pretraining stage's needs no counts."""
+    from sweeper import layout
     from sweeper.trainers.base import write_param_counts
     from sweeper.trainers.fairseq import count_parameters
 
+    trial = save_dir.parent
     checkpoint = save_dir / LAST if (save_dir / LAST).is_file() else save_dir / BEST
-    if checkpoint.is_file():  # pretraining keeps no best (and needs no counts)
+    if (trial / layout.TRIAL_CONFIG_FILE).is_file() and checkpoint.is_file():
         count = count_parameters(checkpoint)
-        write_param_counts(save_dir.parent, count, count)
+        write_param_counts(trial, count, count)
 
 
 if __name__ == "__main__":
