@@ -94,6 +94,8 @@ def _copy_in(source: Path, into: Path) -> Path:
 
 def run(folder: Path, device: str) -> dict[str, Any]:
     """Run every job (on `device`) with the trial runner; write and return the results."""
+    import common
+
     from sweeper.trainers.base import TrialJob
     from sweeper.trainers.hf import HFTrainer
     from sweeper.trainers.runner import TrainerError, run_trainer
@@ -117,13 +119,14 @@ def run(folder: Path, device: str) -> dict[str, Any]:
         except TrainerError as exc:
             result, error = None, f"{exc.reason}: " + " | ".join(exc.tail[-5:])
         wall = time.monotonic() - started
+        rates = _rates(events)  # none for a run too short for a whole interval
         log = (out / "trainer.log").read_text(encoding="utf-8", errors="replace")
         found = {
             "ok": error is None,
             "error": error,
             "on_cuda": "trial on cuda" in log,
             "wall_s": round(wall, 1),
-            "updates_per_s": _median(_rates(events)),
+            "updates_per_s": common.median(rates) if rates else None,
             "peak_gpu_mib": memory.stop() if memory is not None else None,
             **_best(events, job.extra.get("select")),
             "checkpoint": bool(result and result.checkpoints.best),
@@ -235,11 +238,6 @@ def _rates(events: list[Any]) -> list[float]:
     from bench_frameworks import interval_rates
 
     return interval_rates(events)
-
-
-def _median(values: list[float]) -> float | None:
-    ordered = sorted(values)
-    return ordered[len(ordered) // 2] if ordered else None
 
 
 def _gpu_name() -> str:
