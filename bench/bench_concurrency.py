@@ -24,22 +24,31 @@ the last trial run's end: the sweep's fixed start and end, Ray's start and stop 
 them, are the same in every setup and are measured in "Overhead per trial").
 Reported per sweep: wall, trials' span, machine-wide CPU utilisation (other jobs included), CPU
 seconds of the sweep's own process tree (driver, Ray, trainers; scanned once a second)
-as a share of all cores over its wall, the trainers' own wall time per trial
-(process start to exit: where a thread count helps or hurts), and the trainer
-processes' kernel counters per second of their lives (`common.counters`: CPU seconds,
-and run_delay, the time waiting for a core). A trainer slower beside another one with
-about 1 CPU s per s and no waiting got a slower core, not less of one (the two share the
-machine's caches, memory and, on a VM, the host).
+as a share of all cores over its wall, and of those the engine's (every process but the
+trainers: what one at a time runs on the idle core and two at a time takes from a
+trainer), the trainers' own wall time per trial (process start to exit: where a thread
+count helps or hurts), and the trainer processes' kernel counters per second of their
+lives (`common.counters`: CPU seconds, and run_delay, the time waiting for a core). A
+trainer slower beside another one with about 1 CPU s per s and no waiting got a slower
+core, not less of one (the two share the machine's caches, memory and, on a VM, the
+host).
+
+The ceiling: one demo trial's bare trainer per framework (its own command, no sweeper,
+no Ray) alone, two copies at once, alone again: the speedup the cores themselves give
+two trainers, which no engine can beat.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
+from pathlib import Path
 from typing import Any
 
+import bench_overhead
 import common
 
 TITLE = "Concurrency"
@@ -130,7 +139,49 @@ def run_setup(
         "trainer": trainer,
         "trainer_cpu": common.median([c["cpu"] for c in found]),
         "trainer_waited": common.median([c["waited"] for c in found]),
+        # the engine: every process of the sweep's tree but the trainers (driver, Ray's
+        # daemons, the trial actors), each as last read by the once-a-second scan
+        "engine": timed.cpu - sum(t.last.cpu for t in timed.traced),
+        "out": out,
     }
+
+
+def bare_ceiling(work: Path, trials: Path) -> dict[str, dict[str, Any]]:
+    """Per framework, the bare trainer of one demo trial (no sweeper, no Ray) twice one
+    after the other, then two copies at once: what this machine's cores give two
+    trainers side by side, a ceiling for any engine's speedup."""
+    jobs: dict[str, dict[str, Any]] = {}
+    for folder in sorted(trials.iterdir()):
+        job = json.loads((folder / "trial.json").read_text(encoding="utf-8"))
+        jobs.setdefault(job["framework"], job)
+    work.mkdir(parents=True, exist_ok=True)
+    run = {"env": common.clean_env(threads=1), "cwd": work, "trace": common.is_trainer}
+    found: dict[str, dict[str, Any]] = {}
+    for framework, job in sorted(jobs.items()):
+
+        def alone(i: int, job: dict[str, Any] = job, name: str = framework) -> common.Timed:
+            return common.run_timed(bench_overhead.bare_command(job, work / f"{name}-{i}"), **run)
+
+        # alone, two at once, alone: a machine warming up or slowing down over the
+        # minute shows in the two alone runs instead of favouring one side
+        first = alone(0)
+        pair = common.run_together(
+            [bench_overhead.bare_command(job, work / f"{framework}-pair{i}") for i in range(2)],
+            **run,
+        )
+        solo = [first, alone(1)]
+        found[framework] = {
+            "alone": [t.wall for t in solo],
+            "pair": [t.wall for t in pair],
+            "together": common.together_wall(pair),
+            "counters": {
+                "alone": [common.counters(t) for a in solo for t in a.traced],
+                "pair": [common.counters(t) for p in pair for t in p.traced],
+            },
+        }
+        print(f"bare {framework}: alone {found[framework]['alone']}, two at once "
+              f"{found[framework]['together']:.1f} s", flush=True)  # fmt: skip
+    return found
 
 
 def _client(out):  # type: ignore[no-untyped-def]
@@ -139,7 +190,12 @@ def _client(out):  # type: ignore[no-untyped-def]
     return MlflowClient(f"sqlite:///{out / 'mlflow.db'}")
 
 
-def report(results: dict[str, dict[str, dict[str, Any]]], epochs: int, head: list[str]) -> str:
+def report(
+    results: dict[str, dict[str, dict[str, Any]]],
+    epochs: int,
+    head: list[str],
+    ceiling: dict[str, dict[str, Any]],
+) -> str:
     lines = [*head, "", __doc__.split("\n\n", 2)[2].strip()]
     cores = len(os.sched_getaffinity(0))
     for workload, by_setup in results.items():
@@ -156,6 +212,7 @@ def report(results: dict[str, dict[str, dict[str, Any]]], epochs: int, head: lis
                     f"{found['span']:.1f}",
                     f"{100 * found['busy']:.0f}%",
                     f"{found['cpu']:.0f} ({100 * found['cpu'] / (found['wall'] * cores):.0f}%)",
+                    f"{found['engine']:.1f} ({found['engine'] / found['wall']:.2f})",
                     f"{common.median(trainer):.1f}",
                     f"{sum(trainer):.0f}",
                     f"{found['trainer_cpu']:.2f} / {found['trainer_waited']:.3f}",
@@ -168,6 +225,7 @@ def report(results: dict[str, dict[str, dict[str, Any]]], epochs: int, head: lis
                 "trials' span (s)",
                 "CPU busy (whole machine)",
                 f"CPU s of the sweep's processes (% of {cores} cores × wall)",
+                "of which the engine's: all but the trainers (cores used on average)",
                 "trainer wall per trial, median (s)",
                 "trainer wall, sum (s)",
                 "trainer CPU s / waiting s per s (medians)",
@@ -183,7 +241,62 @@ def report(results: dict[str, dict[str, dict[str, Any]]], epochs: int, head: lis
             f"trials' span (the sweep's fixed start and end left out): {over_span:.2f}, "
             f"{speedup_verdict(over_span)}.",
         ]
+        if workload == "demo" and ceiling:
+            lines += ceiling_lines(ceiling, over_span)
     return "\n".join(lines) + "\n"
+
+
+def mix_ceiling(ceiling: dict[str, dict[str, Any]]) -> float:
+    """Both frameworks' two runs alone over both pairs' joint walls: the ceiling for the
+    demo's mix (as many fairseq trials as HF ones)."""
+    alone = sum(sum(found["alone"]) for found in ceiling.values())
+    return common.ratio(alone, sum(found["together"] for found in ceiling.values()))
+
+
+def ceiling_lines(ceiling: dict[str, dict[str, Any]], sweep_span: float) -> list[str]:
+    lines = [
+        "",
+        "**Ceiling: two bare trainers at once** (no sweeper, no Ray; 1 thread each): "
+        "alone, two copies at once, alone again.",
+        "",
+    ]
+    rows = []
+    for framework, found in ceiling.items():
+        counted = found["counters"]
+        rows.append(
+            [
+                framework,
+                " / ".join(f"{w:.1f}" for w in found["alone"]),
+                " / ".join(f"{w:.1f}" for w in found["pair"]),
+                f"{found['together']:.1f}",
+                f"{common.ratio(sum(found['alone']), found['together']):.2f}",
+                *(
+                    f"{common.median([c['cpu'] for c in counted[k]]):.2f} / "
+                    f"{common.median([c['waited'] for c in counted[k]]):.3f}"
+                    for k in ("alone", "pair")
+                ),
+            ]
+        )
+    lines += common.table(
+        [
+            "trainer",
+            "alone, two runs (s)",
+            "two at once, each (s)",
+            "two at once, together (s)",
+            "ceiling (both alone / together)",
+            "CPU s / waiting s per s, alone",
+            "CPU s / waiting s per s, at once",
+        ],
+        rows,
+    )
+    mix = mix_ceiling(ceiling)
+    lines += [
+        "",
+        f"Ceiling for the demo's mix (both trainers): {mix:.2f}; the sweep's 2 at a time "
+        f"over its best one at a time, over the trials' span: {sweep_span:.2f} "
+        f"({sweep_span - mix:+.2f} against the ceiling).",
+    ]
+    return lines
 
 
 def speedup_verdict(value: float) -> str:
@@ -210,8 +323,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{workload}, {label}: {found['wall']:.1f} s, CPU busy "
                   f"{100 * found['busy']:.0f}%", flush=True)  # fmt: skip
             results[workload][label] = found
+    ceiling = bare_ceiling(
+        args.workdir / "concurrency" / "bare", results["demo"][SETUPS[0][0]]["out"] / "trials"
+    )
     command = common.command_line("bench_concurrency.py", argv)
-    text = report(results, epochs, common.header(TITLE, command, info, start_load))
+    text = report(results, epochs, common.header(TITLE, command, info, start_load), ceiling)
     common.publish(TITLE, text, not args.no_doc)
     return 0
 

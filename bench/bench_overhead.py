@@ -107,6 +107,11 @@ def bare_hf(job: dict[str, Any], out: Path) -> list[str]:
     ]  # fmt: skip
 
 
+def bare_command(job: dict[str, Any], out: Path) -> list[str]:
+    """The bare trainer of a job sweeper saved (trial.json), writing into `out`."""
+    return (bare_fairseq if job["framework"] == "fairseq" else bare_hf)(job, out)
+
+
 # --- reading a finished sweep's record ----------------------------------------------
 
 
@@ -179,9 +184,8 @@ def measure(args: argparse.Namespace, epochs: int) -> dict[str, Any]:
         figures["trial"][framework] = timed.wall
         cpu = {"sweeper trial": timed.cpu}
         job = json.loads((trial_out / "trial.json").read_text(encoding="utf-8"))
-        build = bare_fairseq if framework == "fairseq" else bare_hf
         bares = [
-            common.run_timed(build(job, work / f"bare-{framework}-{i}"), env=env, cwd=work,
+            common.run_timed(bare_command(job, work / f"bare-{framework}-{i}"), env=env, cwd=work,
                              trace=common.is_trainer)
             for i in range(BARE_REPEATS)
         ]  # fmt: skip

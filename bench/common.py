@@ -288,6 +288,33 @@ def run_timed(
     return Timed(wall, sum(cpu.values()), output, started, tuple(traced.values()))
 
 
+def run_together(commands: Sequence[Sequence[str | Path]], **kwargs: Any) -> list[Timed]:
+    """Start every command at once (`run_timed` each, one thread per command) and wait
+    for all; their joint wall is `together_wall` of the result."""
+    results: list[Timed | BaseException] = [RuntimeError("not run")] * len(commands)
+
+    def one(i: int) -> None:
+        try:
+            results[i] = run_timed(commands[i], **kwargs)
+        except BaseException as error:  # re-raised below, on the caller's thread
+            results[i] = error
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(commands))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for found in results:
+        if isinstance(found, BaseException):
+            raise found
+    return results  # type: ignore[return-value]
+
+
+def together_wall(timed: Sequence[Timed]) -> float:
+    """From the first start to the last end of processes run at once."""
+    return max(t.started + t.wall for t in timed) - min(t.started for t in timed)
+
+
 TRAINERS = (
     "fairseq-train",
     "hf_plain.py",

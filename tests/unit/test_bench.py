@@ -224,3 +224,42 @@ def test_stage_bench_compares_checkpoint_and_table_1():
     differ = bench_stages.compare(row, other)
     assert "DIFFERENT" in differ[0]
     assert "DIFFERENT: hf/random/full/s1: [450, 60.0, 55.5] -> [675, 60.0, 55.5]" in differ[1]
+
+
+def test_run_together_starts_every_command_before_any_ends(tmp_path: Path):
+    """Each command records when it started, then waits for a file the other one writes:
+    run one after the other, the first would wait for ever (timeout: it fails)."""
+    script = (
+        "import pathlib, sys, time\n"
+        "me, other = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])\n"
+        "me.write_text('started')\n"
+        "deadline = time.time() + 20\n"
+        "while not other.exists():\n"
+        "    assert time.time() < deadline, 'the other command never started'\n"
+        "    time.sleep(0.05)\n"
+    )
+    a, b = tmp_path / "a", tmp_path / "b"
+    timed = common.run_together(
+        [[sys.executable, "-c", script, a, b], [sys.executable, "-c", script, b, a]]
+    )
+    assert a.exists() and b.exists() and len(timed) == 2
+    assert common.together_wall(timed) >= max(t.wall for t in timed) - 1e-3  # float epochs
+    with pytest.raises(RuntimeError, match="exited 3"):
+        common.run_together([[sys.executable, "-c", "raise SystemExit(3)"], ["true"]])
+
+
+def test_the_ceiling_of_a_mix_weighs_each_trainer_by_its_own_time():
+    ceiling = {
+        "fairseq": {"alone": [10.0, 10.0], "together": 10.0},
+        "hf": {"alone": [5.0, 5.0], "together": 6.0},
+    }
+    assert bench_concurrency.mix_ceiling(ceiling) == pytest.approx(30.0 / 16.0)
+
+
+def test_bare_command_follows_the_jobs_framework(tmp_path: Path):
+    from dataclasses import asdict
+
+    fairseq = {**asdict(job(tmp_path)), "framework": "fairseq"}
+    hf = {**fairseq, "framework": "hf"}
+    assert Path(bench_overhead.bare_command(fairseq, tmp_path)[0]).name == "fairseq-train"
+    assert bench_overhead.bare_command(hf, tmp_path)[1].endswith("hf_plain.py")
