@@ -57,14 +57,15 @@ demo: install
 	$(BIN)/sweeper run sweeps/demo.yaml
 
 # Benchmarks on this machine; each script replaces its section of docs/benchmarks.md.
-# Overhead, concurrency, summariser scale, framework speed, staging and the lab's size take
-# about 25 min on 2 idle cores; GPU packing runs only where a GPU is (elsewhere it writes its
-# method, skipped). The stage graph runs `make demo`'s sweep cold twice, with this code and
-# with c5bd0ef's (main before the stage graph), and compares their records (~8 min).
+# The whole target takes about 25 min on 2 idle cores (the 2026-11-26 VM). GPU packing
+# runs only where a GPU is (elsewhere it writes its method, skipped). Two scripts also run
+# older code, its src/ first on PYTHONPATH: the overhead's single-trial sweep with 1a38f1e's
+# (before issue 18's fixed-cost work), and `make demo`'s sweep cold with c5bd0ef's (main
+# before the stage graph), comparing their records.
 # The demo's data and pretrained checkpoint are prepared first if runs/demo lacks them
 # (about 2.5 min, untimed). Options per script: `python bench/NAME.py --help`.
 bench: install
-	$(BIN)/python bench/bench_overhead.py
+	$(BIN)/python bench/bench_overhead.py --baseline 1a38f1e
 	$(BIN)/python bench/bench_concurrency.py
 	$(BIN)/python bench/bench_summarize.py
 	$(BIN)/python bench/bench_throughput.py

@@ -3,6 +3,7 @@
     python bench/bench_overhead.py            # ~30 s trials (demo data, 6 epochs), fairseq and hf
     python bench/bench_overhead.py --long     # ~5 min trials (80 epochs); not in `make bench`
     python bench/bench_overhead.py --quick    # 1-epoch trials: checks the script
+    python bench/bench_overhead.py --baseline 1a38f1e  # also that commit's single-trial run
 
 The trial is the demo's (tiny RoBERTa, 1,800 sentences, batch 8), random init, seed 1,
 one thread (`resources.cpu: 1`; every run below gets the same thread pinning). Runs:
@@ -12,7 +13,9 @@ one thread (`resources.cpu: 1`; every run below gets the same thread pinning). R
 - bare hf: bench/hf_plain.py, a plain `transformers.Trainer` script on the same ids,
   initial weights, recipe and per-epoch eval/save schedule;
 - `sweeper trial` (no Ray, no MLflow; the code path a Ray trial calls);
-- a single-trial `sweeper run` (Ray start, fresh MLflow store, summary included);
+- a single-trial `sweeper run` (Ray start, fresh MLflow store, summary included); with
+  `--baseline REV` also REV's code (its `src/` first on PYTHONPATH, this checkout's
+  installed libraries), the same trial: the before and after of the fixed costs;
 - steady state: a 4-trial `sweeper run` (seeds 1-2 × fairseq/hf, one at a time): the
   spacing between consecutive trial-run end times is what one more trial costs.
 
@@ -56,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--epochs", type=int, help="override the trial length")
     parser.add_argument("--frameworks", nargs="+", choices=FRAMEWORKS, default=list(FRAMEWORKS))
     parser.add_argument("--no-steady", action="store_true", help="skip the multi-trial sweep")
+    parser.add_argument(
+        "--baseline", metavar="REV", help="also time REV's single-trial sweeper run, part by part"
+    )
     return parser
 
 
@@ -150,7 +156,11 @@ def timeline(out: Path, experiment: str, started: float, ended: float) -> list[t
     opened, closed = parent.info.start_time / 1e3, parent.info.end_time / 1e3
     run_closed = run.info.end_time / 1e3
     points = [
-        ("CLI start, Ray start (store open and lease beside it), prepare check", started, opened),
+        (
+            "CLI start to sweep run opened (imports, store, lease, Ray start, prepare check)",
+            started,
+            opened,
+        ),
         ("runs created, trial scheduled, init weights", opened, job_written),
         ("trainer process (the training itself)", job_written, log_done),
         ("artifact upload, final report, run closed", log_done, run_closed),
@@ -170,7 +180,10 @@ def measure(args: argparse.Namespace, epochs: int) -> dict[str, Any]:
     env = common.clean_env(threads=1)
     figures: dict[str, Any] = {"bare": {}, "trial": {}, "run": {}, "parts": {}, "phases": {}}
     figures["cpu"], figures["counters"] = {}, {}
-    figures["bare_walls"], figures["run_walls"] = {}, {}
+    figures["bare_walls"], figures["run_walls"], figures["baseline"] = {}, {}, {}
+    figures["baseline_rev"] = args.baseline
+    if args.baseline:
+        baseline_src = common.code_of(args.baseline, work / "baseline-code")
     for framework in args.frameworks:
         spec, _ = common.new_sweep(
             work, f"overhead-{framework}", sweep_changes(epochs, [framework], [1])
@@ -195,29 +208,22 @@ def measure(args: argparse.Namespace, epochs: int) -> dict[str, Any]:
         figures["counters"].setdefault(framework, {})["bare"] = [
             common.counters(t) for b in bares for t in b.traced
         ]
-        runs, parts = [], []
-        for i in range(RUN_REPEATS):  # each in a fresh folder: a new store, as a user's
-            name = f"overhead-{framework}-run{i}"
-            run_spec, run_out = common.new_sweep(
-                work, name, sweep_changes(epochs, [framework], [1])
-            )
-            runs.append(common.run_timed(common.sweeper_command("run", run_spec), env=env))
-            parts.append(
-                timeline(run_out, name, runs[-1].started, runs[-1].started + runs[-1].wall)
-            )
+        runs, parts, run_spec, run_out = single_trial_runs(work, framework, epochs, env)
         figures["run"][framework] = common.median([r.wall for r in runs])
         figures["run_walls"][framework] = [r.wall for r in runs]
         cpu["single-trial sweeper run"] = common.median([r.cpu for r in runs])
         figures["cpu"][framework] = cpu
-        figures["parts"][framework] = [
-            (label, common.median([dict(p)[label] for p in parts])) for label, _ in parts[0]
-        ]
+        figures["parts"][framework] = median_parts(parts)
         print(
             f"{framework}: bare {figures['bare'][framework]:.1f} s, sweeper trial "
             f"{figures['trial'][framework]:.1f} s, single-trial sweeper run "
             f"{figures['run'][framework]:.1f} s",
             flush=True,
         )
+        if args.baseline:
+            figures["baseline"][framework] = baseline_runs(
+                work, framework, epochs, {**env, "PYTHONPATH": str(baseline_src)}
+            )
         figures["phases"][framework] = overhead_phases.measure(
             run_spec, next((run_out / "trials").iterdir()), env
         )
@@ -226,6 +232,34 @@ def measure(args: argparse.Namespace, epochs: int) -> dict[str, Any]:
         for framework, found in figures["steady"].pop("counters").items():
             figures["counters"].setdefault(framework, {})["sweep"] = found
     return figures
+
+
+def single_trial_runs(
+    work: Path, framework: str, epochs: int, env: dict[str, str], suffix: str = ""
+) -> tuple[list[common.Timed], list[list[tuple[str, float]]], Path, Path]:
+    """RUN_REPEATS single-trial `sweeper run`s, each in a fresh folder (a new store, as a
+    user's first run): their timings, their parts, and the last one's spec and folder."""
+    runs, parts = [], []
+    for i in range(RUN_REPEATS):
+        name = f"overhead-{framework}-run{i}{suffix}"
+        spec, out = common.new_sweep(work, name, sweep_changes(epochs, [framework], [1]))
+        runs.append(common.run_timed(common.sweeper_command("run", spec), env=env))
+        parts.append(timeline(out, name, runs[-1].started, runs[-1].started + runs[-1].wall))
+    return runs, parts, spec, out
+
+
+def baseline_runs(work: Path, framework: str, epochs: int, env: dict[str, str]) -> dict[str, Any]:
+    """The single-trial runs with the baseline's code (`env`'s PYTHONPATH): walls, parts."""
+    runs, parts, _, _ = single_trial_runs(work, framework, epochs, env, "-baseline")
+    walls = [r.wall for r in runs]
+    print(f"{framework}, baseline: single-trial sweeper run {common.median(walls):.1f} s",
+          flush=True)  # fmt: skip
+    return {"walls": walls, "parts": median_parts(parts)}
+
+
+def median_parts(parts: list[list[tuple[str, float]]]) -> list[tuple[str, float]]:
+    """Each part's median over runs, in the parts' order."""
+    return [(label, common.median([dict(p)[label] for p in parts])) for label, _ in parts[0]]
 
 
 def steady_state(work: Path, epochs: int, frameworks: list[str], env: dict[str, str]) -> Any:
@@ -311,6 +345,8 @@ def report(figures: dict[str, Any], epochs: int, header: list[str]) -> str:
         ["part", *names],
         [[label, *(f"{dict(figures['parts'][n])[label]:.2f}" for n in names)] for label in labels],
     )
+    if figures["baseline"]:
+        lines += ["", *before_after(figures)]
     lines += ["", "Fixed costs timed alone, in a fresh process (s):", ""]
     labels = list(dict.fromkeys(k for n in names for k in figures["phases"][n]))
     lines += common.table(
@@ -319,6 +355,35 @@ def report(figures: dict[str, Any], epochs: int, header: list[str]) -> str:
          for label in labels],
     )  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def before_after(figures: dict[str, Any]) -> list[str]:
+    """The single-trial sweep of the baseline's code against this checkout's, part by
+    part (issue 18, target 2: the breakdown before and after)."""
+    rev, names = figures["baseline_rev"], list(figures["baseline"])
+    lines = [
+        f"Before and after: the same single-trial `sweeper run` with {rev}'s code (its "
+        "`src/` first on PYTHONPATH, this checkout's installed libraries), medians of "
+        f"{RUN_REPEATS} runs each (s; walls: "
+        + json.dumps(_rounded({n: figures["baseline"][n]["walls"] for n in names}))
+        + "):",
+        "",
+    ]
+    head = ["part"] + [f"{n}, {label}" for n in names for label in (rev, "this checkout")]
+    rows = []
+    for label, _ in figures["parts"][names[0]]:
+        cells = []
+        for n in names:
+            cells += [dict(figures["baseline"][n]["parts"]).get(label, float("nan")),
+                      dict(figures["parts"][n])[label]]  # fmt: skip
+        rows.append([label, *(f"{c:.2f}" for c in cells)])
+    whole, added = ["whole run"], ["added over the bare trainer"]
+    for n in names:
+        before = common.median(figures["baseline"][n]["walls"])
+        whole += [f"{before:.1f}", f"{figures['run'][n]:.1f}"]
+        added += [f"+{before - figures['bare'][n]:.1f}",
+                  f"+{figures['run'][n] - figures['bare'][n]:.1f}"]  # fmt: skip
+    return lines + common.table(head, [*rows, whole, added])
 
 
 def counter_lines(found: dict[str, dict[str, list[dict[str, float]]]]) -> list[str]:

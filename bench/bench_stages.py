@@ -63,17 +63,6 @@ def cold_sweep(folder: Path, changes: dict[str, Any]) -> Path:
     return path
 
 
-def code_of(rev: str, folder: Path) -> Path:
-    """`src/` of git revision `rev`, unpacked into `folder`."""
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    archive = subprocess.run(
-        ["git", "-C", str(common.ROOT), "archive", rev, "src"], check=True, capture_output=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
-    return folder / "src"
-
-
 def run_demo(spec: Path, src: Path | None) -> dict[str, Any]:
     """Run the sweep cold; wall, CPU, the pretraining's own seconds, Table 1."""
     env = common.clean_env()
@@ -181,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     rows["this checkout (stage graph)"] = run_demo(cold_sweep(work / "new", changes), None)
     print(f"stage graph: {rows['this checkout (stage graph)']['wall']:.1f} s", flush=True)
     if args.baseline:
-        src = code_of(args.baseline, work / "code")
+        src = common.code_of(args.baseline, work / "code")
         label = f"{args.baseline} (pretraining before the trials)"
         rows[label] = run_demo(cold_sweep(work / "old", changes), src)
         print(f"{label}: {rows[label]['wall']:.1f} s", flush=True)

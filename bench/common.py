@@ -395,6 +395,17 @@ def tree_cpu(root: int) -> dict[int, float]:
     return {pid: seconds[pid] for pid in tree if pid in seconds}
 
 
+def code_of(rev: str, folder: Path) -> Path:
+    """`src/` of git revision `rev`, unpacked into `folder`."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", rev, "src"], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    return folder / "src"
+
+
 def clean_env(threads: int | None = None) -> dict[str, str]:
     """Environment of a timed run: the tests' clean environment (local Ray, local store,
     no telemetry); with `threads`, the trial's thread pinning

@@ -263,3 +263,30 @@ def test_bare_command_follows_the_jobs_framework(tmp_path: Path):
     hf = {**fairseq, "framework": "hf"}
     assert Path(bench_overhead.bare_command(fairseq, tmp_path)[0]).name == "fairseq-train"
     assert bench_overhead.bare_command(hf, tmp_path)[1].endswith("hf_plain.py")
+
+
+def test_before_and_after_puts_each_part_of_both_codes_side_by_side():
+    parts = [("start", 4.0), ("trainer", 10.0)]
+    figures = {
+        "baseline_rev": "abc123",
+        "baseline": {"hf": {"walls": [20.0, 22.0], "parts": [("start", 8.0), ("trainer", 10.5)]}},
+        "parts": {"hf": parts},
+        "run": {"hf": 15.0},
+        "bare": {"hf": 10.0},
+    }
+    lines = bench_overhead.before_after(figures)
+    assert "abc123's code" in lines[0] and '{"hf": [20.0, 22.0]}' in lines[0]
+    table = lines[2:]
+    assert table[0] == "| part | hf, abc123 | hf, this checkout |"
+    assert "| start | 8.00 | 4.00 |" in table
+    assert "| whole run | 21.0 | 15.0 |" in table
+    assert "| added over the bare trainer | +11.0 | +5.0 |" in table
+    args = bench_overhead.build_parser().parse_args(["--baseline", "abc123"])
+    assert args.baseline == "abc123"
+    assert bench_overhead.build_parser().parse_args([]).baseline is None
+
+
+def test_code_of_unpacks_a_revisions_src(tmp_path: Path):
+    src = common.code_of("HEAD", tmp_path / "code")
+    assert (src / "sweeper" / "__init__.py").is_file()
+    assert not (tmp_path / "code" / "tests").exists()
