@@ -366,7 +366,8 @@ def before_after(figures: dict[str, Any]) -> list[str]:
         "`src/` first on PYTHONPATH, this checkout's installed libraries), medians of "
         f"{RUN_REPEATS} runs each (s; walls: "
         + json.dumps(_rounded({n: figures["baseline"][n]["walls"] for n in names}))
-        + "):",
+        + "). Parts are cut at the same points of each record; a change can move work "
+        "from one part to another, so read the whole run with them:",
         "",
     ]
     head = ["part"] + [f"{n}, {label}" for n in names for label in (rev, "this checkout")]
