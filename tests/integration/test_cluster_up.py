@@ -119,7 +119,8 @@ def _cluster_up(
     started = _run(
         [SWEEPER, "cluster", "up", "--host", HOST, "--ray-port", str(ports[0]),
          "--dashboard-port", str(ports[1]), "--mlflow-port", str(ports[2]),
-         "--storage", str(storage), "--ray-args", " ".join(ray_args + _node_ports()), *extra],
+         "--storage", str(storage),
+         "--ray-args", " ".join(ray_args + _node_ports(ports[0], ports[1], ports[3])), *extra],
         env, cwd, timeout=200,
     )  # fmt: skip
     return started, ports[:3]

@@ -48,11 +48,14 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _node_ports() -> list[str]:
+def _node_ports(*taken: int) -> list[str]:
     """Ports of one node's own listeners: dedicated so two nodes on one host (or two
     test runs) never ask for the same one. Ray refuses a component port inside the
-    worker range, so none is picked there."""
+    worker range, so none is picked there, nor does the range cover a port of the node
+    chosen before (`taken`: the head's GCS, dashboard and client ports)."""
     low = random.randrange(20000, 60000 - 400, 200)
+    while any(low <= port <= low + 199 for port in taken):
+        low = random.randrange(20000, 60000 - 400, 200)
 
     def outside() -> str:
         port = free_port()
@@ -268,6 +271,7 @@ def ray_cluster(
     # Ray's socket paths live under the temp dir and must stay short (AF_UNIX limit).
     temp_dir = tempfile.mkdtemp(prefix="swr-", dir="/tmp")
     cluster = RayCluster(free_port(), free_port(), temp_dir, log_dir, ray_env(**env))
+    client_port = free_port()
     try:
         cluster._start(
             "head",
@@ -277,12 +281,12 @@ def ray_cluster(
                 "--port", str(cluster.gcs_port),
                 "--dashboard-host", HOST,
                 "--dashboard-port", str(cluster.dashboard_port),
-                "--ray-client-server-port", str(free_port()),
+                "--ray-client-server-port", str(client_port),
                 "--num-cpus", str(head_cpus),
                 "--num-gpus", "0",
                 "--temp-dir", temp_dir,
                 "--disable-usage-stats",
-                *_node_ports(),
+                *_node_ports(cluster.gcs_port, cluster.dashboard_port, client_port),
             ],
         )  # fmt: skip
         wait_http(f"{cluster.dashboard}/api/version", timeout, cluster.procs[0], cluster.headers())
