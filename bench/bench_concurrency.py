@@ -158,18 +158,15 @@ def bare_ceiling(work: Path, trials: Path) -> dict[str, dict[str, Any]]:
     run = {"env": common.clean_env(threads=1), "cwd": work, "trace": common.is_trainer}
     found: dict[str, dict[str, Any]] = {}
     for framework, job in sorted(jobs.items()):
-
-        def alone(i: int, job: dict[str, Any] = job, name: str = framework) -> common.Timed:
-            return common.run_timed(bench_overhead.bare_command(job, work / f"{name}-{i}"), **run)
-
+        command = {
+            name: bench_overhead.bare_command(job, work / f"{framework}-{name}")
+            for name in ("alone0", "pair0", "pair1", "alone1")
+        }
         # alone, two at once, alone: a machine warming up or slowing down over the
         # minute shows in the two alone runs instead of favouring one side
-        first = alone(0)
-        pair = common.run_together(
-            [bench_overhead.bare_command(job, work / f"{framework}-pair{i}") for i in range(2)],
-            **run,
-        )
-        solo = [first, alone(1)]
+        first = common.run_timed(command["alone0"], **run)
+        pair = common.run_together([command["pair0"], command["pair1"]], **run)
+        solo = [first, common.run_timed(command["alone1"], **run)]
         found[framework] = {
             "alone": [t.wall for t in solo],
             "pair": [t.wall for t in pair],
