@@ -137,6 +137,9 @@ HIGHER_IS_BETTER = frozenset({"accuracy", "exact_match"})
 PERCENT_METRICS = frozenset({"accuracy", "exact_match"})
 TAG_SELECT = "sweeper.select"
 """Sweep runs whose spec sets `select:`: its JSON, for `summarize --experiment` (no spec)."""
+TAG_SEQUENTIAL_PLAN = "sweeper.sequential_plan"
+"""Sweep runs of `sweeper run --until-decided`: the plan's JSON (`SequentialPlan`),
+set before the first look; the summary decides by it."""
 
 # Artifacts of a trial run.
 ARTIFACT_BEST_CHECKPOINT = "checkpoints/best"

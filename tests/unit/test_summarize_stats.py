@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import warnings
 
+import numpy as np
 import pytest
 import scipy.stats
 
@@ -95,11 +96,17 @@ def test_welch_undefined_cases():
     w = welch([80.0], RANDOM)
     assert w.diff == pytest.approx(80.0 - 66.5)
     assert (w.ci_low, w.ci_high, w.df, w.t, w.p_value) == (None, None, None, None, None)
-    w = welch([70.0, 70.0], [60.0, 60.0])  # zero variance: CI is the point, p = 0 as scipy's
-    assert (w.diff, w.ci_low, w.ci_high, w.t, w.p_value) == (10.0, 10.0, 10.0, None, 0.0)
+    w = welch([70.0, 70.0], [60.0, 60.0])  # zero variance: CI is the point, t infinite
+    assert (w.diff, w.ci_low, w.ci_high, w.t) == (10.0, 10.0, 10.0, None)
     with warnings.catch_warnings():  # scipy warns of the zero variance it divides by
         warnings.simplefilter("ignore", RuntimeWarning)
         assert scipy.stats.ttest_ind([70.0, 70.0], [60.0, 60.0], equal_var=False).pvalue == 0.0
+    # p = 0 would decide from two seeds a group; the exact permutation test says 1/3
+    exact = scipy.stats.permutation_test(
+        ([70.0, 70.0], [60.0, 60.0]), lambda x, y: np.mean(x) - np.mean(y),
+        permutation_type="independent", n_resamples=np.inf,
+    )  # fmt: skip
+    assert w.p_value == pytest.approx(exact.pvalue) == pytest.approx(1 / 3)
     w = welch([70.0, 70.0], [70.0, 70.0])  # and no difference: nothing defined
     assert (w.diff, w.t, w.p_value) == (0.0, None, None)
 

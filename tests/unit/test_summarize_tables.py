@@ -128,14 +128,14 @@ def test_tables_show_the_records():
         "79.50",
         "0.87",
         "[77.33, 81.67]",
-        "[78.50, 80.03]",
+        "needs n >= 15",
         "78.50",
         "80.10",
         "900",
     ]
     assert table2.text_rows()[0][9] == "1,234,567"
     assert table2.text_rows()[1][3:5] == ["n/a", "n/a"]  # fairseq/random: n = 1
-    assert comparisons.text_rows()[0][:13] == [
+    assert comparisons.text_rows()[0][:17] == [
         "init",
         "pretrained - random",
         "fairseq/full",
@@ -144,11 +144,15 @@ def test_tables_show_the_records():
         "n/a",
         "n/a",
         "Welch t",
-        "n/a",
-        "n/a",
-        "n/a",
+        "n/a",  # p
+        "n/a",  # Wilcoxon: unpaired
+        "n/a",  # Holm
+        "n/a",  # decision interval: n = 1 in a group
         "undecided",
-        "n/a",
+        "n/a",  # equivalent within
+        "n/a",  # P(A>B): unpaired
+        "n/a",  # d_z
+        "n/a",  # seeds needed
     ]
     assert not_counted.text_rows() == [["00000000", "hf/random/full", "0", "failed | crashed"]]
 

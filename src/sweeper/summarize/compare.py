@@ -25,21 +25,34 @@ seed, and two trials of one seed that differ on one axis share
 so a comparison is tested on seed-matched differences (paired t, with Wilcoxon's
 signed-rank beside it) whenever at least two seeds are counted in both groups, and with
 Welch's unpaired t otherwise. `PAIRED_AXES` is that table's last column.
+
+Beside the test, two effect sizes a reader can weigh: P(A > B), the share of seeds on
+which A beat B (ties count one half) with its 95% Wilson score interval (what
+`statsmodels.stats.proportion.proportion_confint(method="wilson")` computes), and
+Cohen's d_z, the mean difference over the spread of the differences.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator, Sequence
 from itertools import combinations
 
 from sweeper.summarize.records import Comparison, CountedTrial, GroupStats
 from sweeper.summarize.stats import (
+    BOOTSTRAP_MIN_N,
+    CONFIDENCE,
     FEW_RUNS,
+    Bounds,
     TTest,
     bootstrap_ci,
     by_seed,
+    clip,
+    mean,
     paired_t,
+    sample_std,
+    t_quantile,
     welch,
     wilcoxon_p,
 )
@@ -74,10 +87,20 @@ def coordinates(group: GroupStats) -> dict[str, str]:
     }
 
 
-def compare(groups: Sequence[GroupStats], trials: Sequence[CountedTrial]) -> list[Comparison]:
-    """One Comparison per pair of groups that differ on one axis only, axis by axis."""
+def compare(
+    groups: Sequence[GroupStats],
+    trials: Sequence[CountedTrial],
+    alpha: float = 0.05,
+    bounds: Bounds | None = None,
+) -> list[Comparison]:
+    """One Comparison per pair of groups that differ on one axis only, axis by axis.
+    `alpha`: Wilcoxon's p is left out where its exact test cannot reach it; `bounds`:
+    the range of a difference of the metric (accuracy: ±100), which clips intervals."""
     values = by_seed(trials)
-    return [_compare(axis, a, b, values[a.group], values[b.group]) for axis, a, b in pairs(groups)]
+    return [
+        _compare(axis, a, b, values[a.group], values[b.group], alpha, bounds)
+        for axis, a, b in pairs(groups)
+    ]
 
 
 def pairs(groups: Sequence[GroupStats]) -> Iterator[tuple[str, GroupStats, GroupStats]]:
@@ -145,20 +168,25 @@ def _compare(
     b: GroupStats,
     seeds_a: dict[int | None, float],
     seeds_b: dict[int | None, float],
+    alpha: float,
+    bounds: Bounds | None,
 ) -> Comparison:
     shared = sorted(s for s in seeds_a.keys() & seeds_b.keys() if s is not None)
     kind = "parameter" if axis not in AXES else axis
     paired = kind in PAIRED_AXES and len(shared) >= 2
     values_a, values_b = list(seeds_a.values()), list(seeds_b.values())
+    differences = [seeds_a[s] - seeds_b[s] for s in shared] if paired else []
     if paired:
-        differences = [seeds_a[s] - seeds_b[s] for s in shared]
         test = paired_t(differences)
-        boot = bootstrap_ci([differences])
-        p_wilcoxon = wilcoxon_p(differences)
+        boot = bootstrap_ci([differences], min_n=BOOTSTRAP_MIN_N)
+        p_wilcoxon = wilcoxon_p(differences, alpha)
     else:
         test = welch(values_a, values_b)
-        boot = bootstrap_ci([values_a, values_b])
+        boot = bootstrap_ci([values_a, values_b], min_n=BOOTSTRAP_MIN_N)
         p_wilcoxon = None
+    ci_low, ci_high = clip(test.ci_low, test.ci_high, bounds)
+    boot_low, boot_high = clip(*boot, bounds)
+    improve = probability_of_improvement(differences) if paired else None
     return Comparison(
         axis=axis,
         kind=f"{_label(axis, a)} - {_label(axis, b)}",
@@ -173,16 +201,37 @@ def _compare(
         paired=paired,
         n_pairs=len(shared),
         test="paired t" if paired else "Welch t",
-        ci_low=test.ci_low,
-        ci_high=test.ci_high,
+        ci_low=ci_low,
+        ci_high=ci_high,
         df=test.df,
         t=test.t,
         p_value=test.p_value,
-        boot_low=boot[0],
-        boot_high=boot[1],
+        boot_low=boot_low,
+        boot_high=boot_high,
         p_wilcoxon=p_wilcoxon,
         note=_note(a, b, paired, len(shared), test),
+        p_improve=None if improve is None else improve[0],
+        p_improve_low=None if improve is None else improve[1],
+        p_improve_high=None if improve is None else improve[2],
+        cohens_dz=cohens_dz(differences) if paired else None,
     )
+
+
+def probability_of_improvement(differences: Sequence[float]) -> tuple[float, float, float]:
+    """(P(A > B), 95% Wilson low, high) over seed-matched differences; a tie is half a win."""
+    n = len(differences)
+    wins = sum(1.0 if d > 0 else 0.5 if d == 0 else 0.0 for d in differences)
+    share = wins / n
+    z = t_quantile(0.5 + CONFIDENCE / 2, math.inf)
+    centre = (share + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n))
+    return share, max(0.0, centre - half), min(1.0, centre + half)
+
+
+def cohens_dz(differences: Sequence[float]) -> float | None:
+    """Mean seed difference over their sample standard deviation; None without spread."""
+    spread = sample_std(differences)
+    return None if not spread else mean(differences) / spread
 
 
 def _note(a: GroupStats, b: GroupStats, paired: bool, n_pairs: int, test: TTest) -> str:
@@ -194,8 +243,9 @@ def _note(a: GroupStats, b: GroupStats, paired: bool, n_pairs: int, test: TTest)
         notes.append(f"fewer than {FEW_RUNS} {'pairs' if paired else 'runs in a group'}")
     if n >= 2 and test.t is None:
         notes.append(
-            "no spread: every seed gives the same difference (t infinite, p = 0)"
-            if test.p_value == 0.0
+            "no spread: every seed gives the same difference (t infinite; p is the exact "
+            "sign-flip or permutation test's smallest)"
+            if test.p_value is not None
             else "no spread and no difference: t and p undefined"
         )
     if paired and n_pairs < max(a.n, b.n):

@@ -13,15 +13,23 @@ from typing import TYPE_CHECKING
 
 from sweeper import layout
 from sweeper.layout import Stage
-from sweeper.selection import Selection, metric_mode
+from sweeper.selection import Selection, base_name, metric_mode
 from sweeper.summarize.compare import compare
 from sweeper.summarize.decide import ALPHA, decide, with_aso
 from sweeper.summarize.load import SummarizeError, open_client
-from sweeper.summarize.records import CountedTrial, GroupStats, NotCounted, RunRecord, Summary
+from sweeper.summarize.records import (
+    CountedTrial,
+    GroupStats,
+    NotCounted,
+    RunRecord,
+    SequentialPlan,
+    Summary,
+)
 from sweeper.summarize.search import load_search
 from sweeper.summarize.select import history_keys, left_out, screen, select
+from sweeper.summarize.sequential import decide_sequential
 from sweeper.summarize.source import MlflowSource, RunSource, SqliteReadFailed, open_source
-from sweeper.summarize.stats import TALLIED, group_stats
+from sweeper.summarize.stats import TALLIED, Bounds, group_stats
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -40,6 +48,7 @@ def summarize(
     aso: bool = False,
     inputs: dict[str, str] | None = None,
     selection: Selection | None = None,
+    margin: float | None = None,
 ) -> Summary:
     """Summarise the trial runs of `experiment` in the store at `tracking_uri`.
 
@@ -53,9 +62,13 @@ def summarize(
     fingerprint (`sweeper.tracking.inputs`); trial runs made from other inputs are
     not counted. `selection`: how best checkpoints are picked and what is reported
     (the spec's `select:`); None: what the sweep run's `sweeper.select` tag says, else
-    classification's. Raises SummarizeError for input the user must fix.
+    classification's. `margin`: the equivalence margin D (None: the sequential plan's,
+    if the sweep ran `--until-decided` with one). A sweep whose parent run holds a
+    sequential plan is decided by `sweeper.summarize.sequential` at the plan's alpha;
+    any other by `sweeper.summarize.decide`. Raises SummarizeError for input the user
+    must fix.
     """
-    args = (experiment, sweep, history_path, alpha, aso, inputs, selection)
+    args = (experiment, sweep, history_path, alpha, aso, inputs, selection, margin)
     source = open_source(tracking_uri, client)
     try:
         return _summarize(source, *args)
@@ -73,6 +86,7 @@ def _summarize(
     aso: bool,
     inputs: dict[str, str] | None,
     selection: Selection | None,
+    margin: float | None,
 ) -> Summary:
     if history_path != "auto" and isinstance(source, MlflowSource):
         source = MlflowSource(source.client, history_path)
@@ -101,12 +115,10 @@ def _summarize(
     histories = source.histories([r.run_id for r in candidates], history_keys(selection))
     trials, unusable = select(candidates, histories, selection)
     not_counted = sorted([*not_counted, *unusable], key=_listing_order)
-    groups = group_stats(trials, not_counted)
+    value_range, difference_range = metric_ranges(selection.primary)
+    groups = group_stats(trials, not_counted, value_range)
     notes.extend(_empty_groups(groups, not_counted))
     notes.extend(_tuned_seeds(runs, trials))
-    comparisons = decide(compare(groups, trials), trials, alpha, metric_mode(selection.primary))
-    if aso:
-        comparisons = with_aso(comparisons, trials)
     counted = {t.run_id for t in trials}
     notes.extend(_mixed_versions([r for r in candidates if r.run_id in counted]))
     parent = _pick_parent(parents, [r for r in candidates if r.run_id in counted])
@@ -114,6 +126,20 @@ def _summarize(
         notes.append(f"no parent run tagged {layout.TAG_ROLE}={layout.ROLE_SWEEP}")
     elif len(parents) > 1:
         notes.append(f"{len(parents)} parent runs; the report goes to {parent.run_id}")
+    plan = _plan(parent)
+    if plan is not None and margin is None:
+        margin = plan.margin
+    mode = metric_mode(selection.primary)
+    comparisons = compare(groups, trials, alpha if plan is None else plan.alpha, difference_range)
+    if plan is None:
+        comparisons = decide(comparisons, trials, alpha, mode, margin, difference_range)
+    else:
+        seed_order = sorted({t.seed for t in trials if t.seed is not None})
+        comparisons = decide_sequential(
+            comparisons, trials, plan, seed_order, margin, difference_range, mode
+        )
+    if aso:
+        comparisons = with_aso(comparisons, trials)
     return Summary(
         experiment=experiment_name,
         experiment_id=experiment_id,
@@ -133,7 +159,24 @@ def _summarize(
         ),
         logged_digest=parent.report_digest if parent else None,
         selection=selection,
+        plan=plan,
+        margin=margin,
     )
+
+
+def metric_ranges(metric: str) -> tuple[Bounds | None, Bounds | None]:
+    """(range of a value, range of a difference of two) for a metric in percent
+    (accuracy, exact match); (None, None) for an unbounded one (loss, perplexity)."""
+    if base_name(metric) in layout.PERCENT_METRICS:
+        return (0.0, 100.0), (-100.0, 100.0)
+    return None, None
+
+
+def _plan(parent: RunRecord | None) -> SequentialPlan | None:
+    """The `--until-decided` plan recorded on the parent run, if any."""
+    if parent is None or not parent.sequential_plan:
+        return None
+    return SequentialPlan.from_dict(json.loads(parent.sequential_plan))
 
 
 def summarize_spec(spec: SweepSpec, tracking_uri: str | None = None, **kwargs) -> Summary:

@@ -1,13 +1,24 @@
-"""From p-values to decisions: Holm's correction, a verdict, and how many seeds would decide.
+"""From tests to decisions when the seeds were fixed in advance (a grid, no loop).
 
 A summary reports a family of comparisons; testing each at alpha would declare about
-alpha × (family size) false differences. Holm's step-down correction
-(as `statsmodels.stats.multitest.multipletests(method="holm")` computes it) controls the family-wise
-error at alpha and is never less powerful than Bonferroni. A comparison is then
+alpha × (family size) false differences. Two rules, both at family-wise level alpha:
 
-* `A better` / `B better` (named by its groups) when its Holm-adjusted p < alpha, by
-  the sign of the difference;
-* `undecided` otherwise, with `seeds_needed`: the seeds per group at which a two-sided
+* Without an equivalence margin (rule `Holm`): Holm's step-down correction (as
+  `statsmodels.stats.multitest.multipletests(method="holm")` computes it), never less
+  powerful than Bonferroni. `A better` / `B better` (named by its groups) when the
+  Holm-adjusted p < alpha, by the sign of the difference; else `undecided`.
+* With a margin D (rule `interval`): each comparison's t interval at level
+  1 - alpha / m (Bonferroni over the m comparisons) decides: `better` when it excludes
+  0, `equivalent within ±D` when it lies inside (-D, D) (a two one-sided tests
+  procedure at alpha / 2m, as `statsmodels.stats.weightstats.ttost_paired` computes
+  it). A false decision of either kind needs an interval that misses the truth, so
+  their family-wise rate is at most alpha; Holm's step-down would pass on the alpha
+  of a comparison decided "equivalent" whose "no difference" null is true, which its
+  proof does not allow.
+
+Either way the same interval gives `equivalent_within`: the smallest margin the data
+already support. An `undecided` comparison has `seeds_needed`: the seeds per group at
+which a two-sided
   t-test would have power 0.8 at the observed effect size (mean difference over the
   spread of the paired differences, or over the pooled standard deviation for Welch)
   and at alpha / m, Holm's strictest step for a family of m comparisons, so reaching
@@ -30,7 +41,7 @@ from dataclasses import replace
 
 from sweeper.selection import Mode
 from sweeper.summarize.records import Comparison, CountedTrial
-from sweeper.summarize.stats import by_seed, sample_std
+from sweeper.summarize.stats import Bounds, by_seed, clip, paired_t, sample_std, welch
 
 ALPHA = 0.05
 POWER = 0.8
@@ -44,25 +55,77 @@ def decide(
     trials: Sequence[CountedTrial],
     alpha: float = ALPHA,
     mode: Mode = "max",
+    margin: float | None = None,
+    bounds: Bounds | None = None,
 ) -> list[Comparison]:
-    """The comparisons with Holm-adjusted p, decision and seeds needed filled in;
-    `mode` says which way the compared test metric improves (perplexity: min)."""
+    """The comparisons with Holm-adjusted p, the decision interval, decision and seeds
+    needed filled in; `mode` says which way the compared test metric improves
+    (perplexity: min); `margin` switches to the interval rule; `bounds` is the range of
+    a difference of the metric, which clips the interval."""
     adjusted = holm([c.p_value for c in comparisons])
     family = max(1, sum(p is not None for p in adjusted))
+    level = alpha / max(1, len(comparisons))
     values = by_seed(trials)
     out = []
     for comparison, p_holm in zip(comparisons, adjusted, strict=True):
-        decided = p_holm is not None and p_holm < alpha
-        decision = UNDECIDED
-        if decided:
-            a_higher = comparison.diff > 0
-            winner = comparison.group_a if a_higher == (mode == "max") else comparison.group_b
-            decision = f"{winner} better"
+        low, high = clip(*bonferroni_interval(comparison, values, level), bounds)
+        if margin is None:
+            decided = p_holm is not None and p_holm < alpha
+            decision = _winner(comparison, comparison.diff > 0, mode) if decided else UNDECIDED
+        else:
+            decision = read_interval(comparison, low, high, margin, mode)
+            decided = decision != UNDECIDED
         needed = None if decided else seeds_needed(comparison, values, alpha / family)
         out.append(
-            replace(comparison, p_holm=p_holm, decision=decision, alpha=alpha, seeds_needed=needed)
+            replace(
+                comparison,
+                p_holm=p_holm,
+                decision=decision,
+                alpha=alpha,
+                seeds_needed=needed,
+                rule="Holm" if margin is None else "interval",
+                decision_low=low,
+                decision_high=high,
+                decision_level=1.0 - level,
+                margin=margin,
+                equivalent_within=None if low is None or high is None else max(-low, high, 0.0),
+            )
         )
     return out
+
+
+def _winner(comparison: Comparison, a_higher: bool, mode: Mode) -> str:
+    return f"{comparison.group_a if a_higher == (mode == 'max') else comparison.group_b} better"
+
+
+def read_interval(
+    comparison: Comparison, low: float | None, high: float | None, margin: float, mode: Mode
+) -> str:
+    """The decision an interval supports: better when it excludes 0, equivalent when it
+    lies inside (-margin, margin), else undecided (also for an unbounded interval)."""
+    if low is None or high is None:
+        return UNDECIDED
+    if low > 0.0 or high < 0.0:
+        return _winner(comparison, low > 0.0, mode)
+    if -margin < low and high < margin:
+        return f"equivalent within ±{margin:g}"
+    return UNDECIDED
+
+
+def bonferroni_interval(
+    comparison: Comparison, values: dict[str, dict[int | None, float]], level: float
+) -> tuple[float | None, float | None]:
+    """The comparison's own t interval (paired or Welch) at confidence 1 - level. A
+    difference without spread gives its point only where the exact sign-flip or
+    permutation test could reach `level` (else None: the data cannot bound it)."""
+    a, b = values.get(comparison.group_a, {}), values.get(comparison.group_b, {})
+    if comparison.paired:
+        test = paired_t([a[s] - b[s] for s in a if s in b], 1.0 - level)
+    else:
+        test = welch(list(a.values()), list(b.values()), 1.0 - level)
+    if test.t is None and (test.p_value is None or test.p_value >= level):
+        return None, None
+    return test.ci_low, test.ci_high
 
 
 def holm(p_values: Sequence[float | None]) -> list[float | None]:

@@ -178,6 +178,7 @@ def record_of(
         versions=tags.get(layout.TAG_VERSIONS),
         report_digest=tags.get(layout.TAG_REPORT_DIGEST),
         select=tags.get(layout.TAG_SELECT),
+        sequential_plan=tags.get(layout.TAG_SEQUENTIAL_PLAN),
         precision=params.get(PARAM_PRECISION, "fp32"),
     )
 

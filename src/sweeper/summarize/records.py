@@ -65,6 +65,8 @@ class RunRecord:
     a summary with the same digest has nothing new to log."""
     select: str | None = None
     """Sweep runs of a spec that sets `select:`: its JSON (sweeper.select)."""
+    sequential_plan: str | None = None
+    """Sweep runs of `--until-decided`: the plan's JSON (sweeper.sequential_plan)."""
 
     @property
     def variant(self) -> str:
@@ -236,17 +238,51 @@ class Comparison:
     boot_high: float | None
     """95% bootstrap CI of the same difference (BCa; resampling pairs when paired)."""
     p_wilcoxon: float | None
-    """Wilcoxon signed-rank on the seed-matched differences (paired only). With 5 pairs
-    or fewer its exact p can never fall below 0.05: reported, never decisive."""
+    """Wilcoxon signed-rank on the seed-matched differences (paired only); None where
+    its exact p cannot fall below alpha (fewer than 6 pairs at 0.05), and the note
+    says so: a test that cannot reject is no evidence either way."""
     note: str
     p_holm: float | None = None
-    """p_value after Holm's correction across the summary's comparisons."""
+    """p_value after Holm's correction across the summary's comparisons (fixed-n rule
+    only; None after a sequential loop, where the fixed-n p decides nothing)."""
     decision: str = "undecided"
-    """`A better`, `B better` (named by group) or `undecided`, at `alpha` after Holm."""
+    """`A better`, `B better` (named by group), `equivalent within ±D` or `undecided`,
+    by `rule` at family-wise level `alpha`."""
     alpha: float = 0.05
     seeds_needed: int | None = None
-    """For an undecided comparison: seeds per group for power 0.8 at the observed
-    effect and spread (see `sweeper.summarize.decide`); None when not estimable."""
+    """For an undecided comparison: seeds per group at which the rule would decide if
+    the observed effect and spread were the truth (`sweeper.summarize.decide`): an
+    estimate from a noisy effect, not a promise; None when not estimable."""
+    rule: str = "Holm"
+    """What decided: `Holm` (fixed seeds, Holm-adjusted p), `interval` (fixed seeds with
+    a margin: the Bonferroni interval below) or `anytime-valid` (seeds added until
+    decided: the confidence sequence below, `sweeper.summarize.sequential`)."""
+    decision_low: float | None = None
+    decision_high: float | None = None
+    """The interval the decision is read from (rules `interval` and `anytime-valid`):
+    it excludes 0 for `better`, lies inside ±margin for `equivalent`. Level
+    `decision_level`; clipped to the metric's range."""
+    decision_level: float | None = None
+    """Confidence of the decision interval: 1 - alpha / (comparisons in the family)."""
+    margin: float | None = None
+    """The equivalence margin D (metric units), when one was given."""
+    equivalent_within: float | None = None
+    """The smallest margin the data already support: the largest |bound| of the
+    decision interval (fixed-n Holm rule: of the Bonferroni t interval)."""
+    look: int | None = None
+    """Sequential rule: the look (1-based, over the plan's looks) the decision is read
+    at: the first that decided, else the last with data."""
+    n_decision: int | None = None
+    """Seed pairs at that look."""
+    p_improve: float | None = None
+    """P(A > B) over seed-matched pairs: the share of seeds on which A beat B (a tie
+    counts one half), `paired` comparisons only."""
+    p_improve_low: float | None = None
+    p_improve_high: float | None = None
+    """95% Wilson score interval of p_improve."""
+    cohens_dz: float | None = None
+    """Standardized effect of a paired comparison: mean difference over the standard
+    deviation of the differences (Cohen's d_z); None without spread."""
     aso: float | None = None
     """Almost Stochastic Order's epsilon_min (A over B; < 0.5: A dominates), with
     `sweeper summarize --aso` only."""
@@ -314,6 +350,11 @@ class Summary:
     to it (`sweeper.summarize.report.digest`); not part of the report itself."""
     selection: Selection = ACCURACY
     """What picked each best checkpoint and which test metrics are reported there."""
+    plan: SequentialPlan | None = None
+    """The `--until-decided` plan recorded on the parent run before its first look;
+    None for a sweep whose seeds were fixed in advance."""
+    margin: float | None = None
+    """The equivalence margin the comparisons were decided with (None: none)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready; the summary.json artifact and `--format json`."""
@@ -332,7 +373,9 @@ class Summary:
             "std": "sample standard deviation (ddof=1)",
             "ci": "95% confidence interval: Student's t (groups), paired t or Welch "
             "(comparisons, see each one's `test`); boot_*: BCa bootstrap",
-            "correction": "Holm across the summary's comparisons (p_holm)",
+            "correction": _correction(self.plan, self.margin),
+            "plan": None if self.plan is None else self.plan.to_dict(),
+            "margin": self.margin,
             "trials": [t.to_dict(self.selection) for t in self.trials],
             "groups": [g.to_dict() for g in self.groups],
             "comparisons": [c.to_dict() for c in self.comparisons],
@@ -340,6 +383,55 @@ class Summary:
             "notes": list(self.notes),
             "search": [group.to_dict() for group in self.search],
         }
+
+
+@dataclass(frozen=True)
+class SequentialPlan:
+    """How `sweeper run --until-decided` adds seeds, fixed before its first look.
+
+    The looks are at `start`, `start + batch`, ... seeds per group, and at `max_seeds`.
+    Recorded on the sweep's parent run (tag `sweeper.sequential_plan`) so that the
+    summary knows the seeds were added until decided, and a resume cannot change it.
+    """
+
+    start: int
+    """Seeds of the grid (the first look)."""
+    batch: int
+    """Seeds added per look."""
+    max_seeds: int
+    """Seeds per group at most (the last look)."""
+    alpha: float
+    """Family-wise error rate of the decisions over every look and comparison."""
+    margin: float | None = None
+    """Equivalence margin D, when given: a comparison inside ±D stops as equivalent."""
+    method: str = "anytime-valid t (mixture e-process), Bonferroni"
+    """The rule's name (`sweeper.summarize.sequential`)."""
+
+    def looks(self) -> tuple[int, ...]:
+        """Seeds per group at each look."""
+        sizes = list(range(self.start, self.max_seeds, self.batch))
+        return (*sizes, self.max_seeds)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _shallow(self)
+
+    def differences(self, other: SequentialPlan) -> list[str]:
+        """`field: recorded -> asked` for every field that differs."""
+        mine, theirs = self.to_dict(), other.to_dict()
+        return [f"{k}: {mine[k]} -> {theirs[k]}" for k in mine if mine[k] != theirs[k]]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SequentialPlan:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def _correction(plan: SequentialPlan | None, margin: float | None) -> str:
+    if plan is not None:
+        return "Bonferroni across the comparisons, anytime-valid over the looks (decision_*)"
+    if margin is not None:
+        return "Bonferroni across the comparisons (decision_* intervals)"
+    return "Holm across the summary's comparisons (p_holm)"
 
 
 def _selection_dict(selection: Selection) -> dict[str, Any]:

@@ -14,7 +14,16 @@ and whose sample standard deviation is 0.87): every number says what it is.
   Wilcoxon signed-rank test is `scipy.stats.wilcoxon`'s on the same differences.
 * Bootstrap CIs: BCa, 9,999 resamples from a fixed generator, so a summary printed
   twice prints the same interval; `scipy.stats.bootstrap`'s interval, computed without
-  importing scipy.stats (`sweeper.summarize.resampling` says why).
+  importing scipy.stats (`sweeper.summarize.resampling` says why). Only from
+  `BOOTSTRAP_MIN_N` values: below that a bootstrap of a few values cannot know the
+  tails and its 95% interval covers the mean far less often than 95%
+  (`tools/bootstrap_coverage.py`; the table is in docs/architecture.md).
+* No spread at all (every seed gives the same difference): t is infinite, and the
+  p-value is the smallest an exact sign-flip (paired) or permutation (unpaired) test
+  could give, 2 / 2**n for n pairs: two seeds that agree decide nothing.
+* Wilcoxon's p only where its exact test can fall below alpha (6 pairs at 0.05).
+* Intervals are clipped to the metric's range (`bounds`): a mean accuracy lies in
+  [0, 100], a difference of two in [-100, 100].
 * With n = 1 a spread is undefined: those fields are None (shown "n/a"), never NaN.
 """
 
@@ -32,6 +41,10 @@ FEW_RUNS = 3
 
 BOOTSTRAP_RESAMPLES = 9999
 BOOTSTRAP_SEED = 0
+BOOTSTRAP_MIN_N = 15
+"""Fewest values a bootstrap interval is shown for: the smallest n from which BCa's 95%
+interval covered the mean at least 92% of the time for normal and for skewed values."""
+Bounds = tuple[float, float]
 
 
 @dataclass(frozen=True)
@@ -109,7 +122,7 @@ def welch(a: Sequence[float], b: Sequence[float], confidence: float = CONFIDENCE
     va, vb = sa**2 / len(a), sb**2 / len(b)
     se = math.sqrt(va + vb)
     if se == 0.0:
-        return _no_spread(diff)
+        return _no_spread(diff, permutation_min_p(len(a), len(b)))
     df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
     t = diff / se
     p = t_two_sided_p(t, df)
@@ -127,24 +140,57 @@ def paired_t(differences: Sequence[float], confidence: float = CONFIDENCE) -> TT
     n = len(differences)
     se = sd / math.sqrt(n)
     if se == 0.0:
-        return _no_spread(diff)
+        return _no_spread(diff, sign_flip_min_p(n))
     t = diff / se
     half = t_quantile(0.5 + confidence / 2, n - 1) * se
     return TTest(diff, diff - half, diff + half, float(n - 1), t, t_two_sided_p(t, n - 1))
 
 
-def _no_spread(diff: float) -> TTest:
-    """No spread at all: the CI is the point. A non-zero difference then has p = 0 (t is
-    infinite; scipy's `ttest_rel`/`ttest_ind` give the same limit), kept as t = None
-    since JSON has no infinity; no difference at all leaves t and p undefined."""
-    return TTest(diff, diff, diff, None, None, 0.0 if diff != 0.0 else None)
+def _no_spread(diff: float, min_p: float) -> TTest:
+    """No spread at all: the CI is the point and t is infinite (kept as None: JSON has
+    no infinity). scipy's t-tests give p = 0 in the limit, which would decide from two
+    seeds; the p reported is instead the smallest that an exact test free of the
+    normal assumption can reach on this many values (`min_p`). No difference at all
+    leaves t and p undefined."""
+    return TTest(diff, diff, diff, None, None, min_p if diff != 0.0 else None)
 
 
-def wilcoxon_p(differences: Sequence[float]) -> float | None:
+def sign_flip_min_p(n: int) -> float:
+    """Two-sided p of n paired differences that all share one sign, by the exact
+    sign-flip test: 2 of the 2**n sign patterns are as extreme."""
+    return min(1.0, 2.0 / 2.0**n)
+
+
+def permutation_min_p(n_a: int, n_b: int) -> float:
+    """Two-sided p of two groups without overlap, by the exact permutation test of the
+    difference of means: of the C(n_a + n_b, n_a) splits, this one (and, for equal
+    sizes, its mirror) is as extreme."""
+    return min(1.0, (2.0 if n_a == n_b else 1.0) / math.comb(n_a + n_b, n_a))
+
+
+def wilcoxon_reachable(n: int, alpha: float) -> bool:
+    """Whether the exact signed-rank test on n differences can give p < alpha (its
+    smallest two-sided p is 2 / 2**n)."""
+    return sign_flip_min_p(n) < alpha
+
+
+def clip(low: float | None, high: float | None, bounds: Bounds | None) -> tuple:
+    """An interval cut to the metric's range (None bounds stay None)."""
+    if bounds is None:
+        return low, high
+    return (
+        None if low is None else min(max(low, bounds[0]), bounds[1]),
+        None if high is None else max(min(high, bounds[1]), bounds[0]),
+    )
+
+
+def wilcoxon_p(differences: Sequence[float], alpha: float | None = None) -> float | None:
     """Two-sided Wilcoxon signed-rank p (`scipy.stats.wilcoxon`'s defaults, computed by
-    `sweeper.summarize.resampling`); None with fewer than two differences or when every
-    difference is 0."""
+    `sweeper.summarize.resampling`); None with fewer than two differences, when every
+    difference is 0, or (given `alpha`) when the exact test cannot reach it."""
     if len(differences) < 2 or not any(differences):
+        return None
+    if alpha is not None and not wilcoxon_reachable(len(differences), alpha):
         return None
     from sweeper.summarize.resampling import signed_rank_p
 
@@ -152,16 +198,16 @@ def wilcoxon_p(differences: Sequence[float]) -> float | None:
 
 
 def bootstrap_ci(
-    samples: Sequence[Sequence[float]], confidence: float = CONFIDENCE
+    samples: Sequence[Sequence[float]], confidence: float = CONFIDENCE, min_n: int = 2
 ) -> tuple[float | None, float | None]:
     """BCa bootstrap CI of the mean of one sample (a group, or seed-matched differences,
     which resamples pairs together), or of mean(a) - mean(b) for two independent ones.
-    None with fewer than two values; samples without spread give the point interval."""
+    None with fewer than `min_n` values; samples without spread give the point interval."""
     import numpy as np
 
     from sweeper.summarize.resampling import bca_interval
 
-    if any(len(s) < 2 for s in samples):
+    if any(len(s) < max(2, min_n) for s in samples):
         return None, None
     if all(max(s) == min(s) for s in samples):
         point = mean(samples[0]) - (mean(samples[1]) if len(samples) > 1 else 0.0)
@@ -173,10 +219,13 @@ def bootstrap_ci(
 
 
 def group_stats(
-    trials: Sequence[CountedTrial], not_counted: Sequence[NotCounted] = ()
+    trials: Sequence[CountedTrial],
+    not_counted: Sequence[NotCounted] = (),
+    bounds: Bounds | None = None,
 ) -> list[GroupStats]:
     """Table 2: one row per group of counted trials, in table order, with the group's
-    runs that were not counted tallied by outcome (nothing silently dropped)."""
+    runs that were not counted tallied by outcome (nothing silently dropped).
+    `bounds`: the metric's range, which clips the intervals."""
     members: dict[str, list[CountedTrial]] = {}
     for trial in trials:
         members.setdefault(trial.group, []).append(trial)
@@ -185,7 +234,8 @@ def group_stats(
         values = [r.test_value for r in runs]
         d = describe(values)
         first = runs[0]
-        boot_low, boot_high = bootstrap_ci([values])
+        boot_low, boot_high = clip(*bootstrap_ci([values], min_n=BOOTSTRAP_MIN_N), bounds)
+        ci_low, ci_high = clip(d.ci_low, d.ci_high, bounds)
         rows.append(
             GroupStats(
                 group=group,
@@ -197,8 +247,8 @@ def group_stats(
                 seeds=tuple(r.seed for r in runs),
                 mean=d.mean,
                 std=d.std,
-                ci_low=d.ci_low,
-                ci_high=d.ci_high,
+                ci_low=ci_low,
+                ci_high=ci_high,
                 min=d.min,
                 max=d.max,
                 mean_best_step=mean([float(r.best_step) for r in runs]),

@@ -20,6 +20,7 @@ from sweeper.layout import METRIC_BEST_PREFIX
 from sweeper.selection import Selection, base_name
 from sweeper.summarize.budget import budget_rows
 from sweeper.summarize.records import Summary
+from sweeper.summarize.stats import BOOTSTRAP_MIN_N, wilcoxon_reachable
 from sweeper.tracking.links import experiment_url
 
 NA = "n/a"
@@ -124,15 +125,15 @@ def build_tables(summary: Summary) -> list[Table]:
             "checkpoint (std"
         )
         + ": sample standard deviation, ddof=1; 95% CI of the mean: t distribution "
-        "and BCa bootstrap; not counted: the group's failed, diverged, early-stopped "
-        "and unfinished runs)",
+        f"and BCa bootstrap (from n = {BOOTSTRAP_MIN_N}); not counted: the group's failed, "
+        "diverged, early-stopped and unfinished runs)",
         (
             Column("Group", _field("group"), numeric=False),
             Column("n", _field("n")),
             Column("Mean", _field("mean", fmt)),
             Column("Std (ddof=1)", _field("std", fmt)),
             Column("95% CI (t)", _ci("ci_low", "ci_high")),
-            Column("95% CI (bootstrap)", _ci("boot_low", "boot_high")),
+            Column("95% CI (bootstrap)", _boot("n")),
             Column("Min", _field("min", fmt)),
             Column("Max", _field("max", fmt)),
             *(
@@ -146,42 +147,7 @@ def build_tables(summary: Summary) -> list[Table]:
         ),
         tuple(g.to_dict() for g in summary.groups),
     )
-    alpha = summary.comparisons[0].alpha if summary.comparisons else 0.05
-    comparisons = Table(
-        "comparisons",
-        "Comparisons. Difference of mean "
-        + (
-            "test accuracy A - B (percentage points)"
-            if sel.is_default()
-            else f"{sel.primary} A - B"
-        )
-        + " between groups that differ on one axis; paired t on seed-matched differences where "
-        "seeds pair (Wilcoxon signed-rank beside it), Welch otherwise; 95% CIs of the "
-        f"test and BCa bootstrap; Holm's correction across the table; decided at "
-        f"alpha = {alpha:g}; seeds needed: per group, for power 0.8 at the observed effect",
-        (
-            Column("Axis", _field("axis"), numeric=False),
-            Column("A - B", _field("kind"), numeric=False),
-            Column("Within", _field("within"), numeric=False),
-            Column("n A/B", lambda r: f"{r['n_a']}/{r['n_b']}"),
-            Column("Difference", _field("diff", lambda v: f"{v:+.2f}")),
-            Column("95% CI", _ci("ci_low", "ci_high")),
-            Column("95% CI (bootstrap)", _ci("boot_low", "boot_high")),
-            Column("Test", _field("test"), numeric=False),
-            Column("p", _field("p_value", _p)),
-            Column("p (Wilcoxon)", _field("p_wilcoxon", _p)),
-            Column("p (Holm)", _field("p_holm", _p)),
-            Column("Decision", _field("decision"), numeric=False),
-            Column("Seeds needed", _field("seeds_needed")),
-            *(
-                [Column("ASO eps_min", _field("aso", lambda v: f"{v:.2f}"))]
-                if _has_aso(summary)
-                else []
-            ),
-            Column("Note", _field("note"), numeric=False),
-        ),
-        tuple(c.to_dict() for c in summary.comparisons),
-    )
+    comparisons = comparisons_table(summary)
     not_counted = Table(
         "not_counted",
         f"Not counted ({_count(len(summary.not_counted), 'run')})",
@@ -195,6 +161,99 @@ def build_tables(summary: Summary) -> list[Table]:
     )
     tables = [table1, table2, comparisons, not_counted]
     return [search_table(summary), budget_table(summary), *tables] if summary.search else tables
+
+
+def comparisons_table(summary: Summary) -> Table:
+    """The comparisons with the rule that decided them: fixed-n (Holm, or a Bonferroni
+    interval with a margin) or anytime-valid after `--until-decided`."""
+    sel = summary.selection
+    rows = tuple(c.to_dict() for c in summary.comparisons)
+    first = summary.comparisons[0] if summary.comparisons else None
+    alpha = first.alpha if first else 0.05
+    level = f"{100 * first.decision_level:g}%" if first and first.decision_level else "1 - alpha/m"
+    sequential = summary.plan is not None
+    if sequential:
+        rule = (
+            f"seeds added until decided ({_plan_words(summary)}): decided by each "
+            f"comparison's anytime-valid {level} interval (Bonferroni over the table), valid "
+            "at every look; the fixed-n p is shown for reference and decides nothing"
+        )
+    elif summary.margin is not None:
+        rule = f"decided by each comparison's {level} t interval (Bonferroni over the table)"
+    else:
+        rule = f"Holm's correction across the table; equivalence bound from the {level} t interval"
+    unit = "test accuracy A - B (percentage points)" if sel.is_default() else f"{sel.primary} A - B"
+    title = (
+        f"Comparisons. Difference of mean {unit} between groups that differ on one axis; "
+        "paired t on seed-matched differences where seeds pair (Wilcoxon signed-rank "
+        f"beside it), Welch otherwise; {rule}; family-wise alpha = {alpha:g}"
+        + (f"; equivalence margin ±{summary.margin:g}" if summary.margin is not None else "")
+        + "; P(A>B): share of seeds A wins, 95% Wilson interval; d_z: mean over std of the "
+        "differences; seeds needed: estimated from the observed effect"
+    )
+    columns = (
+        Column("Axis", _field("axis"), numeric=False),
+        Column("A - B", _field("kind"), numeric=False),
+        Column("Within", _field("within"), numeric=False),
+        Column("n A/B", lambda r: f"{r['n_a']}/{r['n_b']}"),
+        Column("Difference", _field("diff", lambda v: f"{v:+.2f}")),
+        Column("95% CI (t)", _ci("ci_low", "ci_high")),
+        Column("95% CI (bootstrap)", _boot("n_pairs")),
+        Column("Test", _field("test"), numeric=False),
+        Column("p (fixed-n, not for decisions)" if sequential else "p", _field("p_value", _p)),
+        Column("p (Wilcoxon)", _wilcoxon),
+        *([] if sequential else [Column("p (Holm)", _field("p_holm", _p))]),
+        Column(f"Decision interval ({level})", _ci("decision_low", "decision_high")),
+        *([Column("Look (pairs)", _look)] if sequential else []),
+        Column("Decision", _field("decision"), numeric=False),
+        Column("Equivalent within", _field("equivalent_within", lambda v: f"±{v:.2f}")),
+        Column("P(A>B)", _improve),
+        Column("d_z", _field("cohens_dz", lambda v: f"{v:+.2f}")),
+        Column("Seeds needed (est.)", _field("seeds_needed")),
+        *([Column("ASO eps_min", _field("aso", _two))] if _has_aso(summary) else []),
+        Column("Note", _field("note"), numeric=False),
+    )
+    return Table("comparisons", title, columns, rows)
+
+
+def _plan_words(summary: Summary) -> str:
+    plan = summary.plan
+    assert plan is not None
+    return f"{plan.start} seeds, +{plan.batch} per look, at most {plan.max_seeds}"
+
+
+def _boot(n_key: str) -> Callable[[dict[str, Any]], str]:
+    """A bootstrap interval, or why there is none: too few values to trust one."""
+    interval = _ci("boot_low", "boot_high")
+
+    def render(row: dict[str, Any]) -> str:
+        n = row.get(n_key) or 0
+        return f"needs n >= {BOOTSTRAP_MIN_N}" if 2 <= n < BOOTSTRAP_MIN_N else interval(row)
+
+    return render
+
+
+def _wilcoxon(row: dict[str, Any]) -> str:
+    """Wilcoxon's p, or why not: its exact test cannot reach alpha on this many pairs."""
+    p_value, n = row.get("p_wilcoxon"), row.get("n_pairs") or 0
+    if p_value is None and row.get("paired") and n >= 2 and not wilcoxon_reachable(n, row["alpha"]):
+        needed = next(k for k in range(n, 64) if wilcoxon_reachable(k, row["alpha"]))
+        return f"needs {needed} pairs"
+    return NA if p_value is None else _p(p_value)
+
+
+def _two(v: float) -> str:
+    return f"{v:.2f}"
+
+
+def _look(row: dict[str, Any]) -> str:
+    return NA if row.get("look") is None else f"{row['look']} ({row['n_decision']})"
+
+
+def _improve(row: dict[str, Any]) -> str:
+    if row.get("p_improve") is None:
+        return NA
+    return f"{row['p_improve']:.2f} [{row['p_improve_low']:.2f}, {row['p_improve_high']:.2f}]"
 
 
 def _outcomes(row: dict[str, Any]) -> str:
