@@ -351,6 +351,17 @@ LM_SELECT = {
 """`select:` of a causal-LM sweep that sets none."""
 
 
+class CompareConfig(Strict):
+    """How the summary decides its comparisons (docs/architecture.md, "Statistics")."""
+
+    margin: float | None = Field(None, gt=0)
+    """Equivalence margin D in the compared metric's units (accuracy: percentage
+    points). With it a comparison can also end "equivalent within ±D": its decision
+    interval lies inside (-D, D). `--until-decided` then stops a comparison decided
+    either way. Unset: only "better" or "undecided", and the summary says which margin
+    the data would already support. `--margin D` on the command line sets it too."""
+
+
 class ResourcesConfig(Strict):
     cpu: float = Field(1.0, gt=0)
     """CPUs per trial; the trainer's thread count follows it."""
@@ -378,6 +389,7 @@ class SweepSpec(Strict):
     grid: GridConfig = GridConfig()
     search: SearchConfig | None = None
     select: SelectConfig = SelectConfig()
+    compare: CompareConfig = CompareConfig()
     resources: ResourcesConfig = ResourcesConfig()
     max_concurrent: int | None = Field(None, ge=1)
     """Trials running at once; None: as many as the resources allow."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 import scipy.stats
 from test_summarize_stats import PRETRAINED, RANDOM, trial
@@ -188,3 +189,19 @@ def test_almost_stochastic_order_option():
     swapped = dataclasses.replace(c, group_a=c.group_b, group_b=c.group_a)
     (s,) = with_aso([swapped], trials)
     assert s.aso is not None and s.aso > 0.8
+
+
+def test_probability_of_improvement_and_dz_against_statsmodels():
+    """P(A > B) over seed-matched pairs (a tie is half a win) with statsmodels' Wilson
+    interval; d_z is the mean difference over the differences' sample sd."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    from sweeper.summarize.compare import cohens_dz, probability_of_improvement
+
+    d = [1.0, -1.0, 2.0, 0.0, 3.0]
+    share, low, high = probability_of_improvement(d)
+    assert share == pytest.approx(0.7)
+    assert (low, high) == pytest.approx(proportion_confint(3.5, 5, method="wilson"))
+    assert probability_of_improvement([2.0, 1.0, 3.0])[2] == 1.0
+    assert cohens_dz(d) == pytest.approx(np.mean(d) / np.std(d, ddof=1))
+    assert cohens_dz([1.0, 1.0]) is None

@@ -23,14 +23,20 @@ renewed every 10 s; a driver killed on this host frees it at once, elsewhere aft
 without a heartbeat, or at once with --force-resume.
 
 With --until-decided the grid runs first; then, while a comparison of the summary is
-undecided (Holm-adjusted p >= 0.05; see `sweeper summarize --help`) and fewer than
---max-seeds seeds have run, the next --seed-batch seeds are added to the groups of the
-undecided comparisons only (new trial keys; nothing finished runs again). The report
-says why it stopped and how many trials that saved against every group at --max-seeds.
+undecided and fewer than --max-seeds seeds have run, the next --seed-batch seeds are
+added to the groups of the undecided comparisons only (new trial keys; nothing
+finished runs again). Decisions come from anytime-valid confidence sequences
+(Bonferroni over the comparisons), so stopping as soon as they decide keeps the rate
+of false decisions at 0.05 over all looks; re-running a fixed-n t-test after every
+batch would not. The plan (seeds, batch, max, margin) is recorded before the first
+look; a resume must keep it. With --margin D a comparison can also stop as
+"equivalent within ±D". The report says why it stopped, at which look each comparison
+was decided, and how many trials that saved against every group at --max-seeds.
 
 examples:
   sweeper run sweeps/demo.yaml
   sweeper run sweeps/demo.yaml --until-decided --max-seeds 9
+  sweeper run sweeps/demo.yaml --until-decided --margin 3
   sweeper run sweeps/demo.yaml train.epochs=1 grid.seed=[1] --max-concurrent 1
   sweeper run sweeps/demo.yaml --resume
   sweeper run sweeps/search.yaml           # Optuna + ASHA search, then confirm
@@ -95,9 +101,17 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--until-decided",
         action="store_true",
-        help="after the grid, add seeds to the groups of undecided comparisons (Holm-"
-        "adjusted p >= 0.05), a batch at a time, until every comparison is decided or "
-        "--max-seeds is reached (grid sweeps only)",
+        help="after the grid, add seeds to the groups of undecided comparisons, a batch "
+        "at a time, until every comparison is decided (anytime-valid: the error rate holds "
+        "over all looks) or --max-seeds is reached (grid sweeps only)",
+    )
+    parser.add_argument(
+        "--margin",
+        type=float,
+        metavar="D",
+        help="equivalence margin in the metric's units (accuracy: percentage points): a "
+        "comparison whose decision interval lies inside ±D is 'equivalent within ±D' "
+        "(sets the spec's compare.margin)",
     )
     parser.add_argument(
         "--max-seeds",
@@ -194,7 +208,10 @@ def _budget(args: argparse.Namespace, spec: SweepSpec) -> Budget | None:
 def run(args: argparse.Namespace) -> int:
     """Parse, check, hand the sweep to the engine (grid) or the search stage, and turn
     a SweepError into `error: MESSAGE` and its exit status."""
-    spec = load_or_exit(args.spec, args.overrides)
+    if args.margin is not None and args.margin <= 0:
+        fail(f"--margin must be above 0, got {args.margin:g}")
+    overrides = [*args.overrides, *([f"compare.margin={args.margin}"] if args.margin else [])]
+    spec = load_or_exit(args.spec, overrides)
     spec, uri = place(spec, args.spec, args.tracking_uri)
     from sweeper.engine import RunOptions, SweepError
     from sweeper.engine.preflight import preflight
@@ -210,7 +227,7 @@ def run(args: argparse.Namespace) -> int:
         fail("--wait-for-nodes must be 0 or more seconds")
     options = RunOptions(
         spec_path=args.spec,
-        overrides=tuple(args.overrides),
+        overrides=tuple(overrides),
         resume=args.resume or args.force_resume,
         force_lease=args.force_resume,
         address=args.address,

@@ -8,11 +8,16 @@ Reads the trial runs of one sweep and reports:
                step, trainable params, and the group's runs not counted (failed,
                diverged, early-stopped, unfinished)
   comparisons  every pair of groups that differ on one axis (framework, init, method
-               or a grid parameter): the difference, its 95% CI (t and bootstrap), a
-               paired t-test on seed-matched differences (Wilcoxon beside it; Welch
-               when seeds do not pair), Holm-adjusted p across the table, a decision
-               at --alpha ("<group> better" or "undecided") and, when undecided, the
-               seeds per group that would give power 0.8 at the observed effect
+               or a grid parameter): the difference, its 95% CI (t; bootstrap from 21
+               seeds), a paired t-test on seed-matched differences (Wilcoxon beside it
+               where it can reach alpha; Welch when seeds do not pair), P(A>B) and d_z,
+               and a decision at family-wise --alpha: "<group> better", "equivalent
+               within ±D" (with --margin D) or "undecided" with the seeds an estimate
+               from the observed effect says would decide. Seeds fixed in advance:
+               Holm-adjusted p (with a margin: each comparison's Bonferroni t
+               interval). After `sweeper run --until-decided`: the anytime-valid
+               interval of the plan recorded on the sweep's run, at the look that
+               decided; the fixed-n p is then shown for reference only
   not counted  failed, interrupted, running, early-stopped and duplicate runs,
                search-stage trials, and runs with no test accuracy at their best
                validation step, each with the reason
@@ -117,6 +122,15 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
         "correction (default: 0.05)",
     )
     parser.add_argument(
+        "--margin",
+        type=float,
+        metavar="D",
+        help="equivalence margin in the metric's units (accuracy: percentage points): a "
+        "comparison whose decision interval lies inside ±D is 'equivalent within ±D' "
+        "(default: the spec's compare.margin, else the margin an --until-decided plan "
+        "recorded, else none)",
+    )
+    parser.add_argument(
         "--aso",
         action="store_true",
         help="add Almost Stochastic Order (Dror et al. 2019, deepsig) to each comparison: "
@@ -142,7 +156,9 @@ def run(args: argparse.Namespace) -> int:
 
     if not 0.0 < args.alpha < 1.0:
         fail(f"--alpha must lie between 0 and 1, got {args.alpha}")
-    experiment, uri, sweep, inputs, selection = _resolve(args)
+    if args.margin is not None and args.margin <= 0:
+        fail(f"--margin must be above 0, got {args.margin:g}")
+    experiment, uri, sweep, inputs, selection, margin = _resolve(args)
     try:
         summary = summarize(
             experiment,
@@ -152,6 +168,7 @@ def run(args: argparse.Namespace) -> int:
             aso=args.aso,
             inputs=inputs,
             selection=selection,
+            margin=margin,
         )
     except SummarizeError as exc:
         fail(str(exc))
@@ -199,10 +216,10 @@ def _evaluate(summary: Summary, fmt: str) -> list[Evaluation]:
 
 def _resolve(
     args: argparse.Namespace,
-) -> tuple[str, str, str | None, dict[str, str] | None, Selection | None]:
-    """(experiment, tracking URI, sweep, the spec's input fingerprint and `select:`)
-    from the spec and/or the flags; exit 2 if unknown. Without a spec nothing is
-    compared, and the selection is the one the sweep run records."""
+) -> tuple[str, str, str | None, dict[str, str] | None, Selection | None, float | None]:
+    """(experiment, tracking URI, sweep, the spec's input fingerprint, `select:` and
+    equivalence margin) from the spec and/or the flags; exit 2 if unknown. Without a
+    spec nothing is compared, and the selection is the one the sweep run records."""
     if args.spec is None:
         if args.overrides:
             fail("FIELD=VALUE overrides need a SPEC")
@@ -214,7 +231,7 @@ def _resolve(
                 "no tracking store: pass --tracking-uri URI, set MLFLOW_TRACKING_URI, or "
                 "start a cluster with `sweeper cluster up`"
             )
-        return args.experiment, uri, args.sweep, None, None
+        return args.experiment, uri, args.sweep, None, None, args.margin
     from sweeper.deploy.resolve import tracking_uri
     from sweeper.selection import Selection
     from sweeper.tracking import experiment_name
@@ -227,6 +244,7 @@ def _resolve(
         args.sweep or spec.name,
         inputs_fingerprint(spec),
         Selection.of(spec.select),
+        args.margin if args.margin is not None else spec.compare.margin,
     )
 
 

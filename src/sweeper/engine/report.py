@@ -42,6 +42,7 @@ def summarise(
         summary = summarize(
             experiment_name(spec), uri, sweep=spec.name, client=client,
             inputs=inputs_fingerprint(spec), selection=Selection.of(spec.select),
+            margin=spec.compare.margin,
         )  # fmt: skip
     except SummarizeError as exc:
         print(f"warning: no summary: {exc}", file=sys.stderr)

@@ -1,9 +1,14 @@
 """`sweeper run SPEC --until-decided`: add seeds only where a comparison is still open.
 
-The grid runs first. Then, while some comparison of the summary is undecided (Holm-
-adjusted p >= alpha, `sweeper.summarize.decide`) and fewer than `--max-seeds` seeds
-have been run, the next batch of seeds (the integers after the highest seed run so
-far) is added to the groups of the undecided comparisons only. A batch is an ordinary
+The plan (grid seeds, seeds per batch, `--max-seeds`, alpha, margin) is recorded on
+the sweep's parent run before the first look; a resume with another plan exits 2
+naming the difference. The grid runs first. Then, while some comparison of the summary
+is undecided by the anytime-valid rule (`sweeper.summarize.sequential`: its decisions
+hold at every look at once, so stopping when they decide does not inflate the error)
+and fewer than `--max-seeds` seeds have been run, the next batch of seeds (the
+integers after the highest seed run so far) is added to the groups of the undecided
+comparisons only. A comparison decided either way (better, or equivalent within the
+margin) stops. A batch is an ordinary
 grid run over new trial keys through the same store planning as `--resume`, so nothing
 finished is run again, a killed driver resumes with `--resume --until-decided`, and
 the record holds one run per key. Seeds, not trials, are the unit: both groups of a
@@ -15,13 +20,16 @@ running every group to `--max-seeds`.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from sweeper import layout
 from sweeper.engine.grid import run_grid
 from sweeper.engine.options import RunOptions, SweepError
 from sweeper.engine.report import summarise
 from sweeper.engine.sweep import Sweep, open_grid, prepare
+from sweeper.summarize.records import SequentialPlan
 
 if TYPE_CHECKING:
     from sweeper.spec import SweepSpec
@@ -38,6 +46,18 @@ class Budget:
     batch: int
     """Seeds added per round."""
 
+    def plan(self, spec: SweepSpec) -> SequentialPlan:
+        """The sequential plan this budget and the spec fix before the first look."""
+        from sweeper.summarize.decide import ALPHA
+
+        return SequentialPlan(
+            start=len(spec.grid.seed),
+            batch=self.batch,
+            max_seeds=self.max_seeds,
+            alpha=ALPHA,
+            margin=spec.compare.margin,
+        )
+
 
 def run_until_decided(options: RunOptions, spec: SweepSpec, budget: Budget) -> int:
     """Run the grid, then batches of new seeds for the undecided groups; report once."""
@@ -46,6 +66,15 @@ def run_until_decided(options: RunOptions, spec: SweepSpec, budget: Budget) -> i
             f"--max-seeds {budget.max_seeds} is below the grid's {len(spec.grid.seed)} seeds"
         )
     sweep = open_grid(options, spec)
+    plan = budget.plan(spec)
+    record_plan(sweep, plan)
+    print(
+        f"plan: {plan.start} seeds, then +{plan.batch} per look up to {plan.max_seeds} "
+        f"(looks at {', '.join(map(str, plan.looks()))}); decisions anytime-valid at "
+        f"family-wise alpha {plan.alpha:g}"
+        + (f", equivalence margin ±{plan.margin:g}" if plan.margin is not None else ""),
+        flush=True,
+    )
     inputs = prepare(spec)
     groups = {t.group for t in sweep.trials.values()}
     status = run_grid(sweep, inputs, report=False)
@@ -65,6 +94,32 @@ def run_until_decided(options: RunOptions, spec: SweepSpec, budget: Budget) -> i
         print(line, flush=True)
     summarise(spec, sweep.uri, sweep.client, notes, figures=options.figures)
     return status
+
+
+def record_plan(sweep: Sweep, plan: SequentialPlan) -> None:
+    """Tag the parent run with the plan before the first look. A resumed sweep whose
+    record holds another plan raises SweepError (exit 2) naming what differs, before
+    anything is created: decisions are only valid under the plan they were made by."""
+    from sweeper.tracking.runs import role_filter, search_all
+    from sweeper.tracking.sweep_run import open_sweep_run
+
+    filter_string = role_filter(layout.ROLE_SWEEP, sweep.spec.name)
+    existing = search_all(sweep.client, sweep.experiment_id, filter_string)
+    if existing:
+        recorded = existing[-1].data.tags.get(layout.TAG_SEQUENTIAL_PLAN)
+        if recorded:
+            differ = SequentialPlan.from_dict(json.loads(recorded)).differences(plan)
+            if differ:
+                raise SweepError(
+                    "this sweep's --until-decided plan was recorded before its first look "
+                    f"and a resume must keep it; it differs in {'; '.join(differ)} "
+                    "(pass the recorded --seed-batch, --max-seeds and --margin)"
+                )
+        run_id = existing[-1].info.run_id
+    else:
+        run_id = open_sweep_run(sweep.client, sweep.experiment_id, sweep.spec)
+    text = json.dumps(plan.to_dict(), sort_keys=True)
+    sweep.client.set_tag(run_id, layout.TAG_SEQUENTIAL_PLAN, text)
 
 
 def _stop_reason(status: int, open_groups: set[str], seeds: int, budget: Budget) -> str | None:
@@ -114,6 +169,7 @@ def _summary(sweep: Sweep) -> Summary:
     return summarize(
         experiment_name(spec), sweep.uri, sweep=spec.name, client=sweep.client,
         inputs=inputs_fingerprint(spec), selection=Selection.of(spec.select),
+        margin=spec.compare.margin,
     )  # fmt: skip
 
 

@@ -21,7 +21,7 @@ from sweeper import layout
 from sweeper.selection import best_metrics
 from sweeper.summarize.figures import write_figures
 from sweeper.summarize.html import REPORT_HTML, to_html
-from sweeper.summarize.records import Summary
+from sweeper.summarize.records import Comparison, Summary
 from sweeper.summarize.tables import build_tables, table_csv, table_markdown, to_json, to_markdown
 
 if TYPE_CHECKING:
@@ -91,6 +91,36 @@ def group_metrics(summary: Summary) -> dict[str, float]:
     return metrics
 
 
+def comparison_metrics(summary: Summary) -> dict[str, float]:
+    """Per comparison (`summary/compare/<A - B>/<within>/...`): the difference, the
+    decision interval and its look where the rule has them, and the decision as
+    numbers: `decided` 1 for "better" or "equivalent", 0 for undecided; `a_better` +1
+    (A better), -1 (B better) or 0; `equivalent` 1 or 0."""
+    metrics: dict[str, float] = {}
+    for c in summary.comparisons:
+        base = (METRIC_PREFIX, "compare", c.kind, c.within)
+        values = {
+            "diff": c.diff,
+            "decision_low": c.decision_low,
+            "decision_high": c.decision_high,
+            "look": c.look,
+            "n_pairs": c.n_decision if c.n_decision is not None else c.n_pairs,
+            "decided": float(c.decision != "undecided"),
+            "a_better": _direction(c),
+            "equivalent": float(c.decision.startswith("equivalent")),
+        }
+        for key, value in values.items():
+            if value is not None:
+                metrics[metric_name(*base, key)] = float(value)
+    return metrics
+
+
+def _direction(c: Comparison) -> float:
+    if c.decision == f"{c.group_a} better":
+        return 1.0
+    return -1.0 if c.decision == f"{c.group_b} better" else 0.0
+
+
 def digest(summary: Summary, figures: bool = True) -> str:
     """What identifies a report: the sha256 of its summary.json (every number, run id,
     note and tracking URI in it; tables and figures are drawn from the same records),
@@ -123,7 +153,7 @@ def log_report(
     run_id = summary.parent_run_id
     for path in files:
         client.log_artifact(run_id, str(path), artifact_path=layout.ARTIFACT_REPORT_DIR)
-    metrics = group_metrics(summary)
+    metrics = {**group_metrics(summary), **comparison_metrics(summary)}
     now = int(time.time() * 1000)
     entries = [Metric(key, value, now, 0) for key, value in metrics.items()]
     for start in range(0, len(entries), 1000):  # MLflow's log_batch limit

@@ -36,9 +36,10 @@ this validity costs.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from sweeper.summarize.records import Comparison, CountedTrial, SequentialPlan
 from sweeper.summarize.stats import by_seed, mean, sample_std
@@ -69,6 +70,7 @@ def log_e_value(t: float, n: int) -> float:
     return top + math.log(math.fsum(math.exp(v - top) for v in logs) / len(logs))
 
 
+@functools.lru_cache(maxsize=4096)
 def radius(n: int, level: float) -> float:
     """The |t| at which the e-value on n differences reaches 1 / level (it grows with |t|);
     inf when even t = ±inf cannot reach it (too few seeds for this level)."""
@@ -121,6 +123,59 @@ def decide_sequential(
     return out
 
 
+@dataclass(frozen=True)
+class Walk:
+    """Where a comparison's walk over the looks ended."""
+
+    look: int | None
+    """The look (1-based) that decided, else the last that added a pair; None: none did."""
+    n: int | None
+    """Pairs at that look."""
+    low: float
+    high: float
+    """The interval intersected over the looks up to `look` (±inf where unbounded)."""
+    verdict: str | None
+    """`A` (A - B > 0), `B`, `equivalent`, or None (undecided)."""
+
+
+def walk_looks(
+    looks: Sequence[Sequence[float]],
+    level: float,
+    margin: float | None = None,
+    bounds: tuple[float, float] | None = None,
+) -> Walk:
+    """Run the rule over the seed differences available at each look (each list
+    extends the one before): the first look whose intersected interval excludes 0
+    (`A` or `B`) or lies inside (-margin, margin) (`equivalent`) stops the walk."""
+    low, high = (-math.inf, math.inf) if bounds is None else bounds
+    at = n_at = None
+    seen = 0
+    for index, differences in enumerate(looks, start=1):
+        if len(differences) == seen or len(differences) < 2:
+            continue  # this look added no pair to this comparison
+        seen = len(differences)
+        this_low, this_high = interval(differences, level)
+        low, high = max(low, this_low), min(high, this_high)
+        at, n_at = index, seen
+        verdict = _verdict(low, high, margin)
+        if verdict is not None:
+            return Walk(at, n_at, low, high, verdict)
+    return Walk(at, n_at, low, high, None)
+
+
+def _verdict(low: float, high: float, margin: float | None) -> str | None:
+    """What an interval supports (an empty intersection supports nothing)."""
+    if low > high:
+        return None
+    if low > 0.0:
+        return "A"
+    if high < 0.0:
+        return "B"
+    if margin is not None and -margin < low and high < margin:
+        return "equivalent"
+    return None
+
+
 def _walk(
     c: Comparison,
     a: dict[int | None, float],
@@ -132,50 +187,29 @@ def _walk(
     bounds: tuple[float, float] | None,
     mode: str,
 ) -> Comparison:
-    low, high = (-math.inf, math.inf) if bounds is None else bounds
-    look_at = n_at = None
+    looks = [[a[s] - b[s] for s in seed_order[:size] if s in a and s in b] for size in plan.looks()]
+    walk = walk_looks(looks, level, margin, bounds)
     decision = "undecided"
-    seen = 0
-    for index, size in enumerate(plan.looks(), start=1):
-        seeds = seed_order[:size]
-        differences = [a[s] - b[s] for s in seeds if s in a and s in b]
-        if len(differences) == seen or len(differences) < 2:
-            continue  # this look added no pair to this comparison
-        seen = len(differences)
-        this_low, this_high = interval(differences, level)
-        low, high = max(low, this_low), min(high, this_high)
-        look_at, n_at = index, len(differences)
-        decision = _read(c, low, high, margin, mode)
-        if decision != "undecided":
-            break
-    decided = decision != "undecided"
+    if walk.verdict == "equivalent":
+        decision = f"equivalent within ±{margin:g}"
+    elif walk.verdict is not None:
+        a_wins = (walk.verdict == "A") == (mode == "max")
+        decision = f"{c.group_a if a_wins else c.group_b} better"
     return replace(
         c,
         p_holm=None,
         decision=decision,
         alpha=plan.alpha,
         rule=RULE,
-        decision_low=_finite(low),
-        decision_high=_finite(high),
+        decision_low=_finite(walk.low),
+        decision_high=_finite(walk.high),
         decision_level=1.0 - level,
         margin=margin,
-        equivalent_within=_supported_margin(low, high),
-        look=look_at,
-        n_decision=n_at,
-        seeds_needed=None if decided else seeds_to_decide(c, a, b, level),
+        equivalent_within=_supported_margin(walk.low, walk.high),
+        look=walk.look,
+        n_decision=walk.n,
+        seeds_needed=None if walk.verdict else seeds_to_decide(c, a, b, level),
     )
-
-
-def _read(c: Comparison, low: float, high: float, margin: float | None, mode: str) -> str:
-    """The decision an interval supports (an empty intersection supports none)."""
-    if low > high:
-        return "undecided"
-    if low > 0.0 or high < 0.0:
-        a_higher = low > 0.0
-        return f"{c.group_a if a_higher == (mode == 'max') else c.group_b} better"
-    if margin is not None and -margin < low and high < margin:
-        return f"equivalent within ±{margin:g}"
-    return "undecided"
 
 
 def _finite(value: float) -> float | None:

@@ -41,9 +41,10 @@ FEW_RUNS = 3
 
 BOOTSTRAP_RESAMPLES = 9999
 BOOTSTRAP_SEED = 0
-BOOTSTRAP_MIN_N = 15
-"""Fewest values a bootstrap interval is shown for: the smallest n from which BCa's 95%
-interval covered the mean at least 92% of the time for normal and for skewed values."""
+BOOTSTRAP_MIN_N = 21
+"""Fewest values a bootstrap interval is shown for: from this n on (checked to 25) BCa's
+95% interval covered the mean in at least 92% of 2,000 samples of normal and of skewed
+values (`tools/bootstrap_coverage.py`); at n = 3 it covered 71%."""
 Bounds = tuple[float, float]
 
 
