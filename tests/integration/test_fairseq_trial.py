@@ -21,13 +21,14 @@ from sweeper.trainers.base import TrialJob, read_param_counts
 from sweeper.trainers.events import best_validation
 from sweeper.trainers.fairseq import FairseqTrainer
 from sweeper.trainers.fairseq_checkpoints import BEST, LAST, allow_fairseq_checkpoints
+from sweeper.trainers.metrics import accuracy_percent
 from sweeper.trainers.runner import TrialResult, run_trainer
 
 pytestmark = pytest.mark.integration
 pytest.importorskip("fairseq")
 
 DEMO = Path(__file__).resolve().parents[2] / "sweeps" / "demo.yaml"
-TRAIN, VALID, TEST = 200, 40, 40  # 40 sentences: accuracies are exact at fairseq's 0.1
+TRAIN, VALID, TEST = 200, 40, 40
 BATCH, EPOCHS, LOG_INTERVAL = 8, 2, 5
 UPDATES_PER_EPOCH = TRAIN // BATCH
 
@@ -144,7 +145,8 @@ def test_best_checkpoint_is_the_earliest_best_validation_step(trial) -> None:
 
 def test_plain_fairseq_reproduces_the_recorded_test_accuracy(trial) -> None:
     """`--valid-subset valid,test` evaluated test in eval mode at every validation point;
-    the stored best checkpoint, reloaded by fairseq's hub interface, must agree."""
+    the stored best checkpoint, reloaded by fairseq's hub interface, must agree: the
+    accuracy exactly (both are `accuracy_percent` of the same counts)."""
     import torch
     from fairseq.models.roberta import RobertaModel
 
@@ -170,7 +172,7 @@ def test_plain_fairseq_reproduces_the_recorded_test_accuracy(trial) -> None:
             correct += int(log_probs.argmax(-1).item() == target)
             nll -= float(log_probs[0, target])
     assert len(dataset) == TEST
-    assert 100.0 * correct / TEST == pytest.approx(recorded.accuracy, abs=0.01)
+    assert accuracy_percent(correct, TEST) == recorded.accuracy
     # fairseq logs the loss in bits rounded to 0.001; events carry nats
     assert nll / TEST == pytest.approx(recorded.loss, abs=0.001 * math.log(2))
 
@@ -213,3 +215,51 @@ def test_ties_keep_the_earliest_best(monkeypatch) -> None:
     for score in (50.0, 57.5, 57.5, 55.0, 60.0):
         checkpoint_utils.save_checkpoint(cfg, None, None, score)
     assert given == [50.0, 57.5, None, None, 60.0]
+
+
+def test_sentence_prediction_logs_counts_and_exact_accuracy(monkeypatch) -> None:
+    """Two validation batches of one subset, 100 of 120 and 54 of 67 right: the subset's
+    counts are summed, its accuracy is `accuracy_percent(154, 187)` unrounded (fairseq's
+    own criterion gives 82.4), and that is the value the best-checkpoint metric reads."""
+    import torch
+    from fairseq.criterions.sentence_prediction import SentencePredictionCriterion
+    from fairseq.logging import metrics
+
+    from sweeper.trainers.fairseq_main import exact_accuracy
+
+    def batch(correct: int, total: int) -> dict:
+        return {"loss": 0.5 * total, "ntokens": 10 * total, "nsentences": total,
+                "sample_size": total, "ncorrect": torch.tensor(correct)}  # fmt: skip
+
+    own = SentencePredictionCriterion.__dict__["reduce_metrics"]
+    with metrics.aggregate(new_root=True) as agg:
+        own.__func__([batch(100, 120)])
+        own.__func__([batch(54, 67)])
+    assert agg.get_smoothed_values()["accuracy"] == 82.4
+
+    monkeypatch.setattr(SentencePredictionCriterion, "reduce_metrics", own)
+    exact_accuracy()
+    with metrics.aggregate(new_root=True) as agg:
+        SentencePredictionCriterion.reduce_metrics([batch(100, 120)])
+        SentencePredictionCriterion.reduce_metrics([batch(54, 67)])
+    values = agg.get_smoothed_values()
+    assert (values["correct"], values["total"]) == (154, 187)
+    assert values["accuracy"] == accuracy_percent(154, 187) == 100.0 * 154 / 187
+    assert values["loss"] == pytest.approx(0.5 / math.log(2), abs=1e-3)  # the rest as before
+    regression = {k: v for k, v in batch(0, 5).items() if k != "ncorrect"}
+    with metrics.aggregate(new_root=True) as agg:  # a regression head counts nothing
+        SentencePredictionCriterion.reduce_metrics([regression])
+    assert "accuracy" not in agg.get_smoothed_values()
+
+
+def test_integers_are_logged_whole(monkeypatch) -> None:
+    from fairseq.logging import progress_bar
+
+    from sweeper.trainers.fairseq_main import whole_integers_in_logs
+
+    assert progress_bar.format_stat(1234567) == "1.23457e+06"  # fairseq's `{:g}`
+    monkeypatch.setattr(progress_bar, "format_stat", progress_bar.format_stat)
+    whole_integers_in_logs()
+    assert progress_bar.format_stat(1234567) == "1234567"
+    assert progress_bar.format_stat(82.35294117647059) == "82.3529"  # floats as before
+    assert progress_bar.format_stat(True) == "1"

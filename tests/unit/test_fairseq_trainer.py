@@ -1,6 +1,6 @@
 """The fairseq trainer's parent side: the command line it builds from the lab's recipe,
-and the metric events it reads off fairseq's real log lines (captured from fairseq
-0.12.3 runs of this trainer; no fairseq import needed)."""
+and the metric events it reads off fairseq's real log lines (the format of fairseq
+0.12.3 run by this trainer's child, counts included; no fairseq import needed)."""
 
 from __future__ import annotations
 
@@ -17,36 +17,45 @@ from sweeper.trainers.base import TrialJob, write_param_counts
 from sweeper.trainers.fairseq import FairseqTrainer, parse_log_line
 from sweeper.trainers.fairseq_checkpoints import BEST, LAST
 from sweeper.trainers.fairseq_main import _save_dir, repair_last_checkpoint
+from sweeper.trainers.metrics import accuracy_percent
 from sweeper.trainers.registry import get_trainer
 
 LN2 = math.log(2)
 
 TRAIN_INNER = (
     '2026-11-22 04:29:46 | INFO | train_inner | {"epoch": 1, "update": 0.111, "loss": "1.008", '
-    '"nll_loss": "0.066", "accuracy": "53", "wps": "3121.8", "ups": "25.38", "wpb": "123.1", '
-    '"bsz": "8", "num_updates": "25", "lr": "3.67647e-05", "gnorm": "2.279", "train_wall": "1", '
-    '"wall": "5"}\n'
+    '"nll_loss": "0.066", "correct": "106", "total": "200", "accuracy": "53", "wps": "3121.8", '
+    '"ups": "25.38", "wpb": "123.1", "bsz": "8", "num_updates": "25", "lr": "3.67647e-05", '
+    '"gnorm": "2.279", "train_wall": "1", "wall": "5"}\n'
 )
 VALID = (
     '2026-11-22 04:29:54 | INFO | valid | {"epoch": 1, "valid_loss": "0.999", "valid_nll_loss": '
-    '"0.065", "valid_accuracy": "50.5", "valid_wps": "11410.6", "valid_wpb": "123.2", '
-    '"valid_bsz": "8", "valid_num_updates": "225"}\n'
+    '"0.065", "valid_correct": "101", "valid_total": "200", "valid_accuracy": "50.5", '
+    '"valid_wps": "11410.6", "valid_wpb": "123.2", "valid_bsz": "8", "valid_num_updates": "225"}\n'
 )
 VALID_WITH_BEST = (
     '2026-11-22 04:30:04 | INFO | valid | {"epoch": 2, "valid_loss": "0.963", "valid_nll_loss": '
-    '"0.063", "valid_accuracy": "57.5", "valid_wps": "10049.8", "valid_wpb": "123.2", '
-    '"valid_bsz": "8", "valid_num_updates": "450", "valid_best_accuracy": "57.5"}\n'
+    '"0.063", "valid_correct": "115", "valid_total": "200", "valid_accuracy": "57.5", '
+    '"valid_wps": "10049.8", "valid_wpb": "123.2", "valid_bsz": "8", "valid_num_updates": "450", '
+    '"valid_best_accuracy": "57.5"}\n'
 )
 TEST = (
     '2026-11-22 04:29:55 | INFO | test | {"epoch": 1, "test_loss": "1", "test_nll_loss": "0.065", '
-    '"test_accuracy": "49", "test_wps": "8277.7", "test_wpb": "122.1", "test_bsz": "8", '
-    '"test_num_updates": "225"}\n'
+    '"test_correct": "98", "test_total": "200", "test_accuracy": "49", "test_wps": "8277.7", '
+    '"test_wpb": "122.1", "test_bsz": "8", "test_num_updates": "225"}\n'
 )
+VALID_187 = (
+    '2026-11-26 09:07:20 | INFO | valid | {"epoch": 1, "valid_loss": "0.663", "valid_nll_loss": '
+    '"0.03", "valid_correct": "154", "valid_total": "187", "valid_accuracy": "82.3529", '
+    '"valid_wps": "0", "valid_wpb": "2100.3", "valid_bsz": "62.3", "valid_num_updates": "10"}\n'
+)
+"""154 of 187 right: fairseq's own criterion would have logged "82.4" (round=1)."""
 EPOCH_AVERAGE = (
     '2026-11-22 04:29:55 | INFO | train | {"epoch": 1, "train_loss": "1.003", "train_nll_loss": '
-    '"0.065", "train_accuracy": "50.2", "train_wps": "2870.6", "train_ups": "23.1", '
-    '"train_wpb": "124.3", "train_bsz": "8", "train_num_updates": "225", "train_lr": '
-    '"8.51466e-05", "train_gnorm": "2.528", "train_train_wall": "8", "train_wall": "14"}\n'
+    '"0.065", "train_correct": "904", "train_total": "1800", "train_accuracy": "50.2", '
+    '"train_wps": "2870.6", "train_ups": "23.1", "train_wpb": "124.3", "train_bsz": "8", '
+    '"train_num_updates": "225", "train_lr": "8.51466e-05", "train_gnorm": "2.528", '
+    '"train_train_wall": "8", "train_wall": "14"}\n'
 )
 MASKED_LM_VALID = (
     '2026-11-22 04:43:22 | INFO | valid | {"epoch": 1, "valid_loss": "8.397", "valid_ppl": '
@@ -55,8 +64,8 @@ MASKED_LM_VALID = (
 )
 PYTHON_DEFAULT_FORMAT = (
     'INFO:valid:{"epoch": 1, "valid_loss": "0.999", "valid_nll_loss": "0.065", '
-    '"valid_accuracy": "50.5", "valid_wps": "17972.9", "valid_wpb": "123.2", "valid_bsz": "8", '
-    '"valid_num_updates": "225"}\n'
+    '"valid_correct": "101", "valid_total": "200", "valid_accuracy": "50.5", '
+    '"valid_wps": "17972.9", "valid_wpb": "123.2", "valid_bsz": "8", "valid_num_updates": "225"}\n'
 )
 PLAIN_LINES = [
     "2026-11-22 04:29:45 | INFO | fairseq.trainer | Loaded checkpoint /x/init.pt "
@@ -255,6 +264,32 @@ def test_valid_and_test_lines_are_eval_events() -> None:
 def test_python_default_log_format_is_understood() -> None:
     (event,) = FairseqTrainer().parse_line(PYTHON_DEFAULT_FORMAT, 1.0)
     assert (event.split, event.step, event.accuracy) == ("valid", 225, 50.5)
+
+
+def test_accuracy_is_computed_from_the_counts_exactly() -> None:
+    """The recorded accuracy is `accuracy_percent` of the line's counts, bit for bit,
+    whatever fairseq's shortened display value says."""
+    (event,) = parse_log_line(VALID_187, 1.0)
+    assert event.accuracy == 100.0 * 154 / 187 == accuracy_percent(154, 187)
+    assert event.accuracy != 82.4 and event.accuracy != 82.3529
+    shown_as_rounded = VALID_187.replace('"82.3529"', '"82.4"')
+    assert parse_log_line(shown_as_rounded, 1.0)[0].accuracy == 100.0 * 154 / 187
+
+
+def test_counts_of_a_million_or_more_are_read_whole() -> None:
+    """The child writes integers whole (fairseq's `{:g}` would give "1.23457e+06")."""
+    line = VALID_187.replace('"154"', '"1234567"').replace('"187"', '"2000003"')
+    (event,) = parse_log_line(line, 1.0)
+    assert event.accuracy == 100.0 * 1234567 / 2000003
+
+
+def test_fairseqs_accuracy_without_counts_is_not_recorded() -> None:
+    """A line that is not from sweeper's child (no counts) has no accuracy: the rounded
+    display value never enters the record."""
+    line = VALID.replace('"valid_correct": "101", "valid_total": "200", ', "")
+    assert '"valid_accuracy": "50.5"' in line
+    (event,) = parse_log_line(line, 1.0)
+    assert (event.step, event.accuracy) == (225, None)
 
 
 def test_masked_lm_validation_has_no_accuracy() -> None:

@@ -13,8 +13,8 @@ pytest.importorskip("transformers")
 from sweeper.trainers.base import TrialJob  # noqa: E402
 from sweeper.trainers.hf_data import (  # noqa: E402
     PadCollator,
-    accuracy_percent,
     argmax_logits,
+    compute_accuracy,
     read_split,
 )
 from sweeper.trainers.hf_main import (  # noqa: E402
@@ -70,7 +70,24 @@ def test_accuracy_is_a_percentage_of_argmax_predictions():
     logits = torch.tensor([[0.1, 0.9], [2.0, -1.0], [0.0, 3.0], [1.0, 0.0]])
     predictions = argmax_logits(logits, torch.zeros(4))
     prediction = type("P", (), {"predictions": predictions.numpy(), "label_ids": [1, 0, 0, 0]})
-    assert accuracy_percent(prediction) == {"accuracy": 75.0}
+    assert compute_accuracy(prediction) == {"accuracy": 75.0}
+
+
+def test_accuracy_is_the_shared_float_of_the_counts():
+    """154 of 187 right gives `accuracy_percent(154, 187)` bit for bit, the float the
+    fairseq parser and `--evaluate` compute for those counts (a mean of booleans times
+    100 is 82.35294117647058, one bit off)."""
+    import numpy as np
+
+    from sweeper.trainers.metrics import accuracy_percent
+
+    labels = np.array([i % 2 for i in range(187)])
+    predictions = labels.copy()
+    predictions[:33] = 1 - predictions[:33]  # 33 wrong, 154 right
+    prediction = type("P", (), {"predictions": predictions, "label_ids": labels})
+    (value,) = compute_accuracy(prediction).values()
+    assert value == accuracy_percent(154, 187) == 100.0 * 154 / 187
+    assert value != float((predictions == labels).mean() * 100.0)
 
 
 def test_training_arguments_spell_the_fairseq_recipe(tmp_path):

@@ -8,6 +8,14 @@ and measure the prepared test split again. A mismatch means the
 stored checkpoint is not the one the table describes (or the data changed), which is
 exactly what a reader of the table needs to know.
 
+Accuracy (and a causal LM's exact match) must agree exactly, not within a tolerance:
+the trainers record it and the reload re-measures it as `accuracy_percent(correct,
+total)` of integer counts (`sweeper.trainers.metrics`), one float expression, so the
+same predictions give the same float bit for bit, and one prediction more or less
+moves it by 100/total points, far above any rounding. Other metrics (loss,
+perplexity) are sums of floats whose order and device may differ between a trainer and
+a reload; they agree within `TOLERANCE`.
+
 The trial's prepared data must be on this machine (trial.json names its folders); when
 it is not, the trial is reported as not measured, with the missing path.
 """
@@ -29,7 +37,10 @@ if TYPE_CHECKING:
 
 
 TOLERANCE = 0.01
-"""Percentage points (or the metric's unit): the trainers log to at least this precision."""
+"""The metric's unit, for metrics that are not counted (`EXACT_METRICS` agree exactly)."""
+EXACT_METRICS = frozenset({layout.METRIC_TEST_ACC, "test_exact_match"})
+"""Percentages of counted examples: recorded and re-measured by one expression on
+integer counts, so they must be equal."""
 
 
 @dataclass(frozen=True)
@@ -44,16 +55,22 @@ class Evaluation:
     measured: float | None
     problem: str | None = None
     """Why it could not be measured (missing artifact or data); None when measured."""
+    exact: bool = True
+    """Whether the metric must agree exactly (`EXACT_METRICS`) or within `TOLERANCE`."""
 
     @property
     def agrees(self) -> bool:
-        return self.measured is not None and abs(self.measured - self.recorded) <= TOLERANCE
+        if self.measured is None:
+            return False
+        if self.exact:
+            return self.measured == self.recorded
+        return abs(self.measured - self.recorded) <= TOLERANCE
 
     @property
     def verdict(self) -> str:
         if self.measured is None:
             return f"not measured: {self.problem}"
-        return "ok" if self.agrees else f"MISMATCH ({self.measured - self.recorded:+.2f})"
+        return "ok" if self.agrees else f"MISMATCH ({self.measured - self.recorded:+.3g})"
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "agrees": self.agrees}
@@ -86,6 +103,7 @@ def evaluate_trials(
             trial.test_value,
             measured,
             problem,
+            exact=metric in EXACT_METRICS,
         )
         log(f"evaluate {number}/{len(trials)} {trial.run_name}: {found.verdict}")
         evaluations.append(found)
@@ -127,8 +145,9 @@ def mismatches(evaluations: Sequence[Evaluation]) -> list[Evaluation]:
 
 def to_markdown(evaluations: Sequence[Evaluation], metric: str = layout.METRIC_TEST_ACC) -> str:
     title = "Test accuracy" if metric == layout.METRIC_TEST_ACC else metric
+    rule = "exact" if metric in EXACT_METRICS else f"tolerance {TOLERANCE}"
     lines = [
-        f"## {title} re-measured from the stored best checkpoints (tolerance {TOLERANCE} points)",
+        f"## {title} re-measured from the stored best checkpoints ({rule})",
         "",
         "| Trial | Framework | Best step | Recorded | Re-measured | Verdict |",
         "|---|---|---:|---:|---:|---|",

@@ -7,7 +7,9 @@ itself, with the fixes this stack needs (see that module).
 
 Loss units: fairseq's sentence_prediction criterion logs cross-entropy in bits (it
 divides by ln 2); events carry nats (× ln 2), the unit of HF's loss. Accuracy is
-already a percentage in fairseq's logs, as events want.
+computed here from the counts the child logs (`ACCURACY_COUNTS`) with
+`metrics.accuracy_percent`, the function HF's trials and `--evaluate` use: never read
+from fairseq's display value, which is shortened for the log.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from sweeper.trainers.base import (
 )
 from sweeper.trainers.events import MetricEvent
 from sweeper.trainers.fairseq_checkpoints import BEST, LAST, allow_fairseq_checkpoints
+from sweeper.trainers.metrics import accuracy_percent
 from sweeper.trainers.runner import python_module_command
 
 CHILD_MODULE = "sweeper.trainers.fairseq_main"
@@ -39,6 +42,10 @@ _LOG_LINE = re.compile(
     r"^(?:.* \| )?INFO(?: \| |:)(?P<tag>train_inner|valid|test)(?: \| |:)(?P<json>\{.*\})\s*$"
 )
 """A progress line of fairseq's JSON log format, for the tags that carry metrics."""
+ACCURACY_COUNTS = ("correct", "total")
+"""Names of the sum meters the child logs for sentence_prediction (`fairseq_main.
+exact_accuracy`): correct predictions and examples of the subset; a valid or test log
+line carries them as `valid_correct`, `valid_total` (`test_...`)."""
 COUNTED_PREFIXES = ("encoder.sentence_encoder.", "classification_heads.")
 """Parameters the classifier uses; the unused LM head is left out, as HF has none."""
 
@@ -155,6 +162,12 @@ def parse_log_line(line: str, wall_time: float) -> list[MetricEvent]:
     and `test` lines (every validation point) give loss and accuracy, their keys
     prefixed with the subset name. Epoch-average `train` lines are skipped: their step
     would clash with the train_inner event of the same update.
+
+    The accuracy is `accuracy_percent(correct, total)` of the line's counts
+    (`ACCURACY_COUNTS`), bit for bit the value fairseq chose its best checkpoint on and
+    the one HF or `--evaluate` compute for the same counts. fairseq's own `accuracy`
+    field is never recorded (the log shows six significant digits of it): a line
+    without counts (masked_lm, which measures no accuracy) has none.
     """
     match = _LOG_LINE.match(line)
     if match is None:
@@ -181,15 +194,19 @@ def parse_log_line(line: str, wall_time: float) -> list[MetricEvent]:
             epoch=float(stats["epoch"]),
             split=tag,  # type: ignore[arg-type]
             loss=float(stats[f"{tag}_loss"]) * LN2,
-            accuracy=_optional_float(stats.get(f"{tag}_accuracy")),
+            accuracy=_counted_accuracy(stats, tag),
             wall_time=wall_time,
         )
     ]
 
 
-def _optional_float(value: str | None) -> float | None:
-    """fairseq logs numbers as strings; masked_lm validation has no accuracy at all."""
-    return None if value is None else float(value)
+def _counted_accuracy(stats: Mapping[str, Any], tag: str) -> float | None:
+    """Accuracy from the line's counts (logged as strings of whole numbers), or None
+    when it has none."""
+    correct, total = (stats.get(f"{tag}_{name}") for name in ACCURACY_COUNTS)
+    if correct is None or total is None:
+        return None
+    return accuracy_percent(int(correct), int(total))
 
 
 def count_parameters(checkpoint: Path) -> int:

@@ -25,6 +25,16 @@ and applies these fixes around fairseq's own training:
 7. fairseq's `--bf16` "implies --tpu" (a TPU through torch_xla, absent here): bf16 on
    CPU or CUDA would fail at start. The implication is undone unless `--tpu` was given
    (`bf16_without_tpu`); fairseq's own bf16 code path then runs on the trial's device.
+8. fairseq's sentence_prediction criterion logs accuracy as a weighted mean of per-batch
+   percentages rounded to one decimal, and picks checkpoint_best.pt on that rounded
+   value. It logs the counts instead (`exact_accuracy`): correct predictions and
+   examples, summed over the subset, and the accuracy `metrics.accuracy_percent`
+   computes from them, unrounded. fairseq's best-checkpoint choice then compares exact
+   values, and each valid/test log line carries the counts the parent computes the
+   recorded accuracy from (`fairseq.parse_log_line`).
+9. fairseq's JSON log writes every number with `{:g}` (six significant digits): an
+   integer (a count, `num_updates`) of a million or more would lose digits. Integers
+   are written whole (`whole_integers_in_logs`).
 
 After training, checkpoint_best.pt loses its optimizer state (`drop_training_state`).
 """
@@ -62,6 +72,63 @@ def keep_earliest_best() -> None:
         return original(cfg, trainer, epoch_itr, val_loss)
 
     checkpoint_utils.save_checkpoint = save_checkpoint
+
+
+def exact_accuracy() -> None:
+    """Log sentence_prediction's accuracy from counts, unrounded (fix 8).
+
+    fairseq's `reduce_metrics` runs per step (per validation batch) on that step's
+    logging outputs and feeds active aggregators, of which validation opens a fresh one
+    per subset. Its own `accuracy` (an `AverageMeter`, rounded to 0.1 for display and
+    averaged from per-batch percentages) is replaced by two sum meters, `correct` and
+    `total` (`fairseq.ACCURACY_COUNTS`), and a derived `accuracy` that is
+    `accuracy_percent(correct, total)` of those sums: over a validation subset, exactly
+    the float HF and `--evaluate` compute from the same counts. fairseq's best metric
+    (`--best-checkpoint-metric accuracy`) reads that derived value. Sum meters are part
+    of fairseq's checkpointed metric state, so a resumed run keeps them; the derived
+    meter is not saved and is re-added by the next step. Criteria without `ncorrect`
+    (regression heads, masked_lm) are left as they are.
+    """
+    from fairseq.criterions.sentence_prediction import SentencePredictionCriterion
+    from fairseq.logging import metrics
+
+    from sweeper.trainers.fairseq import ACCURACY_COUNTS
+    from sweeper.trainers.metrics import accuracy_percent
+
+    correct_key, total_key = ACCURACY_COUNTS
+    original = SentencePredictionCriterion.reduce_metrics
+
+    def derived_accuracy(meters) -> float | None:  # type: ignore[no-untyped-def]
+        total = meters[total_key].sum
+        return accuracy_percent(meters[correct_key].sum, total) if total else None
+
+    def reduce_metrics(logging_outputs) -> None:  # type: ignore[no-untyped-def]
+        if not (logging_outputs and "ncorrect" in logging_outputs[0]):
+            original(logging_outputs)
+            return
+        original([{k: v for k, v in log.items() if k != "ncorrect"} for log in logging_outputs])
+        correct = sum(int(log.get("ncorrect", 0)) for log in logging_outputs)
+        total = sum(int(log.get("nsentences", 0)) for log in logging_outputs)
+        metrics.log_scalar_sum(correct_key, correct)
+        metrics.log_scalar_sum(total_key, total)
+        metrics.log_derived("accuracy", derived_accuracy)
+
+    SentencePredictionCriterion.reduce_metrics = staticmethod(reduce_metrics)
+
+
+def whole_integers_in_logs() -> None:
+    """Write integers in fairseq's logs with every digit (fix 9); everything else as
+    fairseq formats it."""
+    from fairseq.logging import progress_bar
+
+    original = progress_bar.format_stat
+
+    def format_stat(stat):  # type: ignore[no-untyped-def]
+        if isinstance(stat, int) and not isinstance(stat, bool):
+            return str(stat)
+        return original(stat)
+
+    progress_bar.format_stat = format_stat
 
 
 def repair_last_checkpoint(save_dir: Path) -> None:
@@ -159,6 +226,8 @@ def main(argv: list[str]) -> None:
 
     allow_fairseq_checkpoints()
     keep_earliest_best()
+    exact_accuracy()
+    whole_integers_in_logs()
     restore_numpy_compat()
     bf16_without_tpu(argv)
     sys.argv = ["fairseq-train", *argv]

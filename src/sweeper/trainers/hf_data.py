@@ -15,6 +15,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from sweeper.trainers.metrics import accuracy_percent
+
 PAD_ID = 1
 """fairseq's `<pad>`; HF RoBERTa derives position ids from it, so both must agree."""
 SPLITS = ("train", "valid", "test")
@@ -96,8 +98,13 @@ def argmax_logits(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return logits.argmax(dim=-1)
 
 
-def accuracy_percent(eval_prediction) -> dict[str, float]:
-    """Accuracy in percent (0–100), the unit the lab's tables and fairseq use."""
+def compute_accuracy(eval_prediction) -> dict[str, float]:
+    """transformers' `compute_metrics`: accuracy in percent (0–100), the unit the lab's
+    tables and fairseq use, from the counts of correct predictions and examples through
+    `metrics.accuracy_percent`, so it is the float fairseq's trials and `--evaluate`
+    compute for the same counts (not a mean of booleans, which may differ in the last
+    bit)."""
     predictions = np.asarray(eval_prediction.predictions).reshape(-1)
     labels = np.asarray(eval_prediction.label_ids).reshape(-1)
-    return {"accuracy": float((predictions == labels).mean() * 100.0)}
+    correct = int((predictions == labels).sum())
+    return {"accuracy": accuracy_percent(correct, int(labels.size))}

@@ -47,8 +47,8 @@ from sweeper.trainers.hf_data import (
     PAD_ID,
     PadCollator,
     TokenIdDataset,
-    accuracy_percent,
     argmax_logits,
+    compute_accuracy,
     read_splits,
 )
 
@@ -262,7 +262,7 @@ def build_trainer(
         train_dataset=data["train"],
         eval_dataset={"valid": data["valid"], "test": data["test"]},
         data_collator=PadCollator(PAD_ID),
-        compute_metrics=accuracy_percent,
+        compute_metrics=compute_accuracy,
         preprocess_logits_for_metrics=argmax_logits,
         callbacks=[EventPrinter(), KeepBestAndLast()],
     )

@@ -19,6 +19,7 @@ import torch
 
 from sweeper.data.lm_task import read_jsonl
 from sweeper.models.llama import BOS_ID, EOS_ID, PAD_ID
+from sweeper.trainers.metrics import accuracy_percent
 
 IGNORE = -100
 EVAL_BATCH = 32
@@ -62,7 +63,8 @@ def collate(items: Sequence[dict[str, list[int]]]) -> dict[str, torch.Tensor]:
 def measure(
     model: torch.nn.Module, dataset: AnswerDataset, device: str = "cpu"
 ) -> dict[str, float]:
-    """`loss`, `perplexity` and `exact_match` (%) of `model` on `dataset`."""
+    """`loss`, `perplexity` and `exact_match` (%) of `model` on `dataset`; exact match is
+    `metrics.accuracy_percent` of the counts (0 on an empty split), as every accuracy."""
     was_training = model.training
     model.eval()
     nll, tokens, matches = 0.0, 0, 0
@@ -85,7 +87,7 @@ def measure(
     return {
         "loss": loss,
         "perplexity": math.exp(min(loss, 50.0)),
-        "exact_match": 100.0 * matches / max(1, len(dataset)),
+        "exact_match": accuracy_percent(matches, len(dataset)) if len(dataset) else 0.0,
     }
 
 

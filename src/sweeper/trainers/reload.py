@@ -4,7 +4,9 @@
 logged at its best validation step must be what its stored checkpoint gives on the
 test split. Each framework reloads the checkpoint the way a user would (fairseq's hub
 interface, transformers' / PEFT's `from_pretrained`), so a checkpoint that only
-sweeper could read would show up as a mismatch.
+sweeper could read would show up as a mismatch. Accuracy is counted (correct
+predictions, examples) and turned into a percentage by `metrics.accuracy_percent`, the
+function the trainers recorded it with, so a faithful record is re-measured exactly.
 
 Imports torch, fairseq and transformers inside the functions: only --evaluate loads them.
 """
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sweeper.trainers.base import EVAL_BATCH_SIZE, TrialJob
+from sweeper.trainers.metrics import accuracy_percent
 
 if TYPE_CHECKING:
     import torch
@@ -32,12 +35,6 @@ def _dtype(job: TrialJob) -> torch.dtype | None:
     import torch
 
     return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(job.train.get("precision", ""))
-
-
-def _percent(correct: int, total: int) -> float:
-    if total == 0:
-        raise ValueError("the test split is empty")
-    return 100.0 * correct / total
 
 
 def fairseq_test_accuracy(job: TrialJob, checkpoint: Path) -> float:
@@ -68,7 +65,7 @@ def fairseq_test_accuracy(job: TrialJob, checkpoint: Path) -> float:
             tokens = batch["net_input"]["src_tokens"].to(_device())
             predicted = hub.predict("sentence_classification_head", tokens).argmax(-1)
             correct += int((predicted.cpu() == batch["target"].view(-1)).sum())
-    return _percent(correct, len(dataset))
+    return accuracy_percent(correct, len(dataset))
 
 
 def hf_test_accuracy(job: TrialJob, checkpoint: Path) -> float:
@@ -116,7 +113,7 @@ def _classify(model: torch.nn.Module, data) -> float:
                 attention_mask=batch["attention_mask"].to(_device()),
             ).logits
             correct += int((logits.argmax(-1).cpu() == batch["labels"]).sum())
-    return _percent(correct, len(data))
+    return accuracy_percent(correct, len(data))
 
 
 def lm_test_metrics(job: TrialJob, checkpoint: Path) -> dict[str, float]:
