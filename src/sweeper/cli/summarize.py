@@ -28,7 +28,8 @@ are flagged; with n = 1 std and CIs read "n/a".
 With --evaluate, each counted trial's best checkpoint is downloaded from MLflow,
 reloaded with its framework (fairseq's hub interface, transformers / PEFT
 from_pretrained) and run on the prepared test split again; any trial whose re-measured
-accuracy differs from the recorded one by more than 0.01 points is reported. This needs
+accuracy (or exact match) is not exactly the recorded one is reported (both come from
+counts through one function; a loss or perplexity may differ by 0.01). This needs
 the trials' prepared data on this machine and loads torch, so it takes a while.
 
 Unless --no-log, the report (summary.md, summary.json, tables as .md/.csv, figures
