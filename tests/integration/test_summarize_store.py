@@ -543,6 +543,7 @@ def test_cli_out_writes_files_and_logs_to_parent(store, tmp_path, capsys):
     expected = {
         "summary.md",
         "summary.json",
+        "summary.tex",
         "report.html",
         "curves.png",
         "test_accuracy.png",

@@ -222,6 +222,7 @@ def test_write_report_files_and_figures(tmp_path):
         [
             "summary.md",
             "summary.json",
+            "summary.tex",
             "report.html",
             "curves.png",
             "test_accuracy.png",
@@ -253,4 +254,4 @@ def test_cli_help_teaches_and_imports_nothing_heavy():
     ).stdout
     assert "HEAVY []" in out
     assert "sweeper summarize --experiment demo --tracking-uri sqlite:///" in out
-    assert "--format {terminal,markdown,csv,json}" in out
+    assert "--format {terminal,markdown,csv,json,latex}" in out

@@ -21,6 +21,8 @@ Reads the trial runs of one sweep and reports:
   not counted  failed, interrupted, running, early-stopped and duplicate runs,
                search-stage trials, and runs with no test accuracy at their best
                validation step, each with the reason
+  results      a paragraph in words: each group's mean and CI, and each comparison's
+               outcome, difference, pairs and the interval it was decided from
 Only runs that finished (MLflow status and sweeper.status tag) count, one per trial
 key (the earliest-started). Accuracies are percentages. Groups of fewer than 3 runs
 are flagged; with n = 1 std and CIs read "n/a".
@@ -32,19 +34,23 @@ accuracy (or exact match) is not exactly the recorded one is reported (both come
 counts through one function; a loss or perplexity may differ by 0.01). This needs
 the trials' prepared data on this machine and loads torch, so it takes a while.
 
-Unless --no-log, the report (summary.md, summary.json, tables as .md/.csv, figures
-curves.png and test_accuracy.png, and search_budget.png after a search) is logged to
-the sweep's parent run under report/, and each group's mean test accuracy as a metric
-`summary/<group>/test_accuracy_mean`; a report identical to the one the parent run
-already holds (same runs, same numbers) is not logged again, so summarising an
-unchanged sweep reads and prints only. A local SQLite store is read with SQL, without
-loading MLflow.
+--format latex prints Table 1, Table 2 and the comparisons as booktabs tables with the
+results paragraph: a fragment to paste into a paper (needs \\usepackage{booktabs,graphicx}).
+
+Unless --no-log, the report (summary.md, summary.json, summary.tex, tables as
+.md/.csv, figures curves.png and test_accuracy.png, and search_budget.png after a
+search) is logged to the sweep's parent run under report/, and each group's mean test
+accuracy as a metric `summary/<group>/test_accuracy_mean`; a report identical to the
+one the parent run already holds (same runs, same numbers) is not logged again, so
+summarising an unchanged sweep reads and prints only. A local SQLite store is read
+with SQL, without loading MLflow.
 
 examples:
   sweeper summarize sweeps/demo.yaml
   sweeper summarize sweeps/demo.yaml --out runs/demo/report
   sweeper summarize --experiment demo --tracking-uri sqlite:///runs/demo/mlflow.db
   sweeper summarize sweeps/roberta.yaml --format markdown > results.md
+  sweeper summarize sweeps/roberta.yaml --format latex --no-log > results.tex
   sweeper summarize sweeps/demo.yaml --evaluate
   MLFLOW_TRACKING_URI=http://127.0.0.1:5000 sweeper summarize --experiment roberta \\
       --format json --no-log | jq '.groups[] | {group, mean, std}'
@@ -74,7 +80,7 @@ if TYPE_CHECKING:
     from sweeper.summarize import Summary
     from sweeper.summarize.evaluate import Evaluation
 
-FORMATS = ("terminal", "markdown", "csv", "json")
+FORMATS = ("terminal", "markdown", "csv", "json", "latex")
 
 
 def build_parser(parser: argparse.ArgumentParser) -> None:
@@ -105,14 +111,15 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
         "--format",
         choices=FORMATS,
         default="terminal",
-        help="stdout format (default: terminal tables; csv: each table after a '# name' line)",
+        help="stdout format (default: terminal tables; csv: each table after a '# name' "
+        "line; latex: booktabs tables and the results paragraph, a fragment for a paper)",
     )
     parser.add_argument(
         "--out",
         metavar="DIR",
         type=Path,
-        help="also write summary.md/.json, table1/table2/comparisons/not_counted .md and "
-        ".csv, and the figures into DIR",
+        help="also write summary.md/.json/.tex, table1/table2/comparisons/not_counted .md "
+        "and .csv, and the figures into DIR",
     )
     parser.add_argument(
         "--alpha",
@@ -180,6 +187,10 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(to_csv(summary))
     elif args.format == "markdown":
         sys.stdout.write(to_markdown(summary))
+    elif args.format == "latex":
+        from sweeper.summarize.latex import to_latex
+
+        sys.stdout.write(to_latex(summary))
     else:
         print_terminal(summary)
     sys.stdout.flush()
@@ -198,7 +209,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _evaluate(summary: Summary, fmt: str) -> list[Evaluation]:
     """Re-measure Table 1's trials; the table goes to stdout after the summary, or to
-    stderr when stdout carries machine-readable csv/json."""
+    stderr when stdout carries machine-readable csv/json or a LaTeX fragment."""
     from sweeper.summarize.evaluate import evaluate_trials, to_markdown
     from sweeper.summarize.load import open_client
 
@@ -210,7 +221,7 @@ def _evaluate(summary: Summary, fmt: str) -> list[Evaluation]:
     metric = summary.selection.primary
     evaluations = evaluate_trials(client, summary.trials, progress, metric)
     quiet_root_logger()  # fairseq's import turned on debug logging
-    stream = sys.stderr if fmt in ("csv", "json") else sys.stdout
+    stream = sys.stderr if fmt in ("csv", "json", "latex") else sys.stdout
     print("\n" + to_markdown(evaluations, metric), file=stream, end="", flush=True)
     return evaluations
 

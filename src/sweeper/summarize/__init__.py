@@ -7,8 +7,11 @@
   compare.py  which groups are compared (every axis that varies), paired or not
   decide.py   Holm across the comparisons, a decision each, seeds needed; ASO option
   search.py   the search stage per group: best configuration, Optuna importances
+  cells.py    how a value reads in a cell (rounding, "n/a"), for tables and paragraph
   tables.py   the tables; markdown / CSV / JSON rendering of the same records
+  paragraph.py the results in words, quoting the tables' cells
   terminal.py the same tables on a terminal (rich on a TTY, plain text otherwise)
+  latex.py    booktabs tables and the paragraph as a LaTeX fragment (summary.tex)
   budget.py   expected best search score vs number of search trials (Dodge et al.)
   figures.py  validation curves per group; test accuracy per group
   report.py   report files, and logging them to the sweep's parent run

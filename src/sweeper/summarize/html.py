@@ -2,7 +2,8 @@
 
 MLflow's artifact viewer renders an `.html` artifact as a page (markdown only as text),
 so the report a user opens from the parent run in the UI is `report.html`: the preamble,
-every table of `build_tables` (the same cells as the terminal and markdown), and the
+the results paragraph, every table of `build_tables` (the same cells as the terminal
+and markdown), and the
 figures inline as data URIs, so the one file is the whole report wherever it is copied.
 """
 
@@ -13,6 +14,7 @@ import html
 from collections.abc import Sequence
 from pathlib import Path
 
+from sweeper.summarize.paragraph import results_paragraph
 from sweeper.summarize.records import Summary
 from sweeper.summarize.tables import Table, build_tables, preamble
 
@@ -48,6 +50,7 @@ def to_html(summary: Summary, figures: Sequence[Path] = ()) -> str:
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title>"]
     parts.append(f"<style>{STYLE}</style></head><body><h1>{title}</h1>")
     parts.extend(f"<p>{html.escape(line)}</p>" for line in preamble(summary))
+    parts.append(f"<h2>Results</h2><p>{html.escape(results_paragraph(summary))}</p>")
     for table in build_tables(summary):
         parts.append(f"<h2>{html.escape(table.title)}</h2>{table_html(table)}")
     pngs = [Path(p) for p in figures if Path(p).suffix == ".png"]

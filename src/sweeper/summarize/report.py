@@ -21,6 +21,7 @@ from sweeper import layout
 from sweeper.selection import best_metrics
 from sweeper.summarize.figures import write_figures
 from sweeper.summarize.html import REPORT_HTML, to_html
+from sweeper.summarize.latex import to_latex
 from sweeper.summarize.records import Comparison, Summary
 from sweeper.summarize.tables import build_tables, table_csv, table_markdown, to_json, to_markdown
 
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
 SUMMARY_MD = "summary.md"
 SUMMARY_JSON = "summary.json"
+SUMMARY_TEX = "summary.tex"
 METRIC_PREFIX = "summary"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_\-./ ]")
 
@@ -44,11 +46,16 @@ class Logged:
 
 
 def write_report(summary: Summary, out_dir: Path, figures: bool = True) -> list[Path]:
-    """Write summary.md/.json, each table as .md and .csv, the figures, and report.html
-    (all of it in one page) into out_dir."""
+    """Write summary.md/.json/.tex (the .tex a LaTeX fragment: `sweeper.summarize.latex`),
+    each table as .md and .csv, the figures, and report.html (all of it in one page)
+    into out_dir."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, text in ((SUMMARY_MD, to_markdown(summary)), (SUMMARY_JSON, to_json(summary))):
+    for name, text in (
+        (SUMMARY_MD, to_markdown(summary)),
+        (SUMMARY_JSON, to_json(summary)),
+        (SUMMARY_TEX, to_latex(summary)),
+    ):
         (out_dir / name).write_text(text, encoding="utf-8")
         written.append(out_dir / name)
     for table in build_tables(summary):

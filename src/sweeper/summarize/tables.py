@@ -1,8 +1,10 @@
 """Table 1, Table 2, comparisons and the not-counted list, in every output format.
 
 Each table is built once from the Summary's records (`build_tables`) and rendered by
-format: markdown, CSV and JSON here, the terminal in `sweeper.summarize.terminal`.
-Displayed numbers are rounded and an undefined value reads "n/a"; CSV and JSON carry
+format: markdown, CSV and JSON here, the terminal in `sweeper.summarize.terminal`,
+HTML and LaTeX in `sweeper.summarize.html` and `sweeper.summarize.latex`. Displayed
+numbers are rounded by `sweeper.summarize.cells` (which the results paragraph quotes
+from too) and an undefined value reads "n/a"; CSV and JSON carry
 the full-precision values of the same records (null/empty where undefined), so a
 spreadsheet never re-derives anything from rounded text. NaN is never written.
 """
@@ -17,13 +19,31 @@ from dataclasses import dataclass
 from typing import Any
 
 from sweeper.layout import METRIC_BEST_PREFIX
-from sweeper.selection import Selection, base_name
+from sweeper.selection import Selection
 from sweeper.summarize.budget import budget_rows
+from sweeper.summarize.cells import (
+    CI_T,
+    DECISION_INTERVAL,
+    DIFFERENCE,
+    EQUIVALENT_WITHIN,
+    NA,
+    P_HOLM,
+    SEEDS_NEEDED,
+    field,
+    interval,
+    level_text,
+    look,
+    metric_format,
+    n_ab,
+    p_text,
+    plan_words,
+    signed,
+    two,
+)
+from sweeper.summarize.paragraph import results_paragraph
 from sweeper.summarize.records import Summary
 from sweeper.summarize.stats import BOOTSTRAP_MIN_N, wilcoxon_reachable
 from sweeper.tracking.links import experiment_url
-
-NA = "n/a"
 
 
 @dataclass(frozen=True)
@@ -47,43 +67,14 @@ class Table:
         return [[c.render(row) for c in self.columns] for row in rows]
 
 
-def _field(key: str, fmt: Callable[[Any], str] = str) -> Callable[[dict[str, Any]], str]:
-    def render(row: dict[str, Any]) -> str:
-        value = row.get(key)
-        return NA if value is None else fmt(value)
-
-    return render
-
-
-def _acc(v: float) -> str:
-    return f"{v:.2f}"
-
-
-def _format(metric: str) -> Callable[[Any], str]:
-    """Percentages and perplexities to 2 decimals, losses to 4."""
-    return (lambda v: f"{v:.4f}") if base_name(metric) == "loss" else _acc
-
-
 def _metric_column(classification_header: str, key: str, selection: Selection) -> Column:
     """A metric's column: a classification sweep's header as today, else its name."""
     header = classification_header if selection.is_default() else key
-    return Column(header, _field(key, _format(key)))
-
-
-def _ci(low_key: str, high_key: str) -> Callable[[dict[str, Any]], str]:
-    def render(row: dict[str, Any]) -> str:
-        low, high = row.get(low_key), row.get(high_key)
-        return NA if low is None or high is None else f"[{low:.2f}, {high:.2f}]"
-
-    return render
+    return Column(header, field(key, metric_format(key)))
 
 
 def _epoch(v: float) -> str:
     return f"{v:.0f}" if float(v).is_integer() else f"{v:.2f}"
-
-
-def _p(v: float) -> str:
-    return f"{v:.3f}" if v >= 0.001 else f"{v:.1e}"
 
 
 def _params(values: list[int]) -> str:
@@ -103,19 +94,19 @@ def build_tables(summary: Summary) -> list[Table]:
             "step; accuracy and exact match in %)"
         ),
         (
-            Column("Group", _field("group"), numeric=False),
-            Column("Seed", _field("seed")),
-            Column("Precision", _field("precision"), numeric=False),
+            Column("Group", field("group"), numeric=False),
+            Column("Seed", field("seed")),
+            Column("Precision", field("precision"), numeric=False),
             _metric_column("Valid acc", METRIC_BEST_PREFIX + sel.metric, sel),
-            Column("Step", _field("best_step")),
-            Column("Epoch", _field("best_epoch", _epoch)),
+            Column("Step", field("best_step")),
+            Column("Epoch", field("best_epoch", _epoch)),
             *(_metric_column("Test acc", name, sel) for name in sel.report),
-            Column("Wall time (s)", _field("wall_time", lambda v: f"{v:.1f}")),
-            Column("Run", _field("run_id", lambda v: v[:8]), numeric=False),
+            Column("Wall time (s)", field("wall_time", lambda v: f"{v:.1f}")),
+            Column("Run", field("run_id", lambda v: v[:8]), numeric=False),
         ),
         tuple(t.to_dict(sel) for t in summary.trials),
     )
-    fmt = _format(sel.primary)
+    fmt = metric_format(sel.primary)
     table2 = Table(
         "table2",
         (
@@ -128,22 +119,22 @@ def build_tables(summary: Summary) -> list[Table]:
         f"and BCa bootstrap (from n = {BOOTSTRAP_MIN_N}); not counted: the group's failed, "
         "diverged, early-stopped and unfinished runs)",
         (
-            Column("Group", _field("group"), numeric=False),
-            Column("n", _field("n")),
-            Column("Mean", _field("mean", fmt)),
-            Column("Std (ddof=1)", _field("std", fmt)),
-            Column("95% CI (t)", _ci("ci_low", "ci_high")),
+            Column("Group", field("group"), numeric=False),
+            Column("n", field("n")),
+            Column("Mean", field("mean", fmt)),
+            Column("Std (ddof=1)", field("std", fmt)),
+            Column("95% CI (t)", CI_T),
             Column("95% CI (bootstrap)", _boot("n")),
-            Column("Min", _field("min", fmt)),
-            Column("Max", _field("max", fmt)),
+            Column("Min", field("min", fmt)),
+            Column("Max", field("max", fmt)),
             *(
-                Column(f"Mean {name}", _field(f"{name}_mean", _format(name)))
+                Column(f"Mean {name}", field(f"{name}_mean", metric_format(name)))
                 for name in sel.report[1:]
             ),
-            Column("Mean best step", _field("mean_best_step", lambda v: f"{v:.0f}")),
-            Column("Trainable params", _field("trainable_params", _params)),
+            Column("Mean best step", field("mean_best_step", lambda v: f"{v:.0f}")),
+            Column("Trainable params", field("trainable_params", _params)),
             Column("Not counted", _outcomes, numeric=False),
-            Column("Note", _field("note"), numeric=False),
+            Column("Note", field("note"), numeric=False),
         ),
         tuple(g.to_dict() for g in summary.groups),
     )
@@ -152,10 +143,10 @@ def build_tables(summary: Summary) -> list[Table]:
         "not_counted",
         f"Not counted ({_count(len(summary.not_counted), 'run')})",
         (
-            Column("Run", _field("run_id", lambda v: v[:8]), numeric=False),
-            Column("Group", _field("group"), numeric=False),
-            Column("Seed", _field("seed")),
-            Column("Reason", _field("reason"), numeric=False),
+            Column("Run", field("run_id", lambda v: v[:8]), numeric=False),
+            Column("Group", field("group"), numeric=False),
+            Column("Seed", field("seed")),
+            Column("Reason", field("reason"), numeric=False),
         ),
         tuple(n.to_dict() for n in summary.not_counted),
     )
@@ -170,11 +161,11 @@ def comparisons_table(summary: Summary) -> Table:
     rows = tuple(c.to_dict() for c in summary.comparisons)
     first = summary.comparisons[0] if summary.comparisons else None
     alpha = first.alpha if first else 0.05
-    level = f"{100 * first.decision_level:g}%" if first and first.decision_level else "1 - alpha/m"
+    level = level_text(first.decision_level if first else None)
     sequential = summary.plan is not None
     if sequential:
         rule = (
-            f"seeds added until decided ({_plan_words(summary)}): decided by each "
+            f"seeds added until decided ({plan_words(summary)}): decided by each "
             f"comparison's anytime-valid {level} interval (Bonferroni over the table), valid "
             "at every look; the fixed-n p is shown for reference and decides nothing"
         )
@@ -192,43 +183,37 @@ def comparisons_table(summary: Summary) -> Table:
         "differences; seeds needed: estimated from the observed effect"
     )
     columns = (
-        Column("Axis", _field("axis"), numeric=False),
-        Column("A - B", _field("kind"), numeric=False),
-        Column("Within", _field("within"), numeric=False),
-        Column("n A/B", lambda r: f"{r['n_a']}/{r['n_b']}"),
-        Column("Difference", _field("diff", lambda v: f"{v:+.2f}")),
-        Column("95% CI (t)", _ci("ci_low", "ci_high")),
+        Column("Axis", field("axis"), numeric=False),
+        Column("A - B", field("kind"), numeric=False),
+        Column("Within", field("within"), numeric=False),
+        Column("n A/B", n_ab),
+        Column("Difference", DIFFERENCE),
+        Column("95% CI (t)", CI_T),
         Column("95% CI (bootstrap)", _boot("n_pairs")),
-        Column("Test", _field("test"), numeric=False),
-        Column("p (fixed-n, not for decisions)" if sequential else "p", _field("p_value", _p)),
+        Column("Test", field("test"), numeric=False),
+        Column("p (fixed-n, not for decisions)" if sequential else "p", field("p_value", p_text)),
         Column("p (Wilcoxon)", _wilcoxon),
-        *([] if sequential else [Column("p (Holm)", _field("p_holm", _p))]),
-        Column(f"Decision interval ({level})", _ci("decision_low", "decision_high")),
-        *([Column("Look (pairs)", _look)] if sequential else []),
-        Column("Decision", _field("decision"), numeric=False),
-        Column("Equivalent within", _field("equivalent_within", lambda v: f"±{v:.2f}")),
+        *([] if sequential else [Column("p (Holm)", P_HOLM)]),
+        Column(f"Decision interval ({level})", DECISION_INTERVAL),
+        *([Column("Look (pairs)", look)] if sequential else []),
+        Column("Decision", field("decision"), numeric=False),
+        Column("Equivalent within", EQUIVALENT_WITHIN),
         Column("P(A>B)", _improve),
-        Column("d_z", _field("cohens_dz", lambda v: f"{v:+.2f}")),
-        Column("Seeds needed (est.)", _field("seeds_needed")),
-        *([Column("ASO eps_min", _field("aso", _two))] if _has_aso(summary) else []),
-        Column("Note", _field("note"), numeric=False),
+        Column("d_z", field("cohens_dz", signed)),
+        Column("Seeds needed (est.)", SEEDS_NEEDED),
+        *([Column("ASO eps_min", field("aso", two))] if _has_aso(summary) else []),
+        Column("Note", field("note"), numeric=False),
     )
     return Table("comparisons", title, columns, rows)
 
 
-def _plan_words(summary: Summary) -> str:
-    plan = summary.plan
-    assert plan is not None
-    return f"{plan.start} seeds, +{plan.batch} per look, at most {plan.max_seeds}"
-
-
 def _boot(n_key: str) -> Callable[[dict[str, Any]], str]:
     """A bootstrap interval, or why there is none: too few values to trust one."""
-    interval = _ci("boot_low", "boot_high")
+    boot = interval("boot_low", "boot_high")
 
     def render(row: dict[str, Any]) -> str:
         n = row.get(n_key) or 0
-        return f"needs n >= {BOOTSTRAP_MIN_N}" if 2 <= n < BOOTSTRAP_MIN_N else interval(row)
+        return f"needs n >= {BOOTSTRAP_MIN_N}" if 2 <= n < BOOTSTRAP_MIN_N else boot(row)
 
     return render
 
@@ -239,15 +224,7 @@ def _wilcoxon(row: dict[str, Any]) -> str:
     if p_value is None and row.get("paired") and n >= 2 and not wilcoxon_reachable(n, row["alpha"]):
         needed = next(k for k in range(n, 64) if wilcoxon_reachable(k, row["alpha"]))
         return f"needs {needed} pairs"
-    return NA if p_value is None else _p(p_value)
-
-
-def _two(v: float) -> str:
-    return f"{v:.2f}"
-
-
-def _look(row: dict[str, Any]) -> str:
-    return NA if row.get("look") is None else f"{row['look']} ({row['n_decision']})"
+    return NA if p_value is None else p_text(p_value)
 
 
 def _improve(row: dict[str, Any]) -> str:
@@ -286,16 +263,16 @@ def search_table(summary: Summary) -> Table:
         f"{first.mode}, at each trial's best validation point; early-stopped trials "
         "excluded) and Optuna's parameter importances; its runs are not in Tables 1-2",
         (
-            Column("Group", _field("group"), numeric=False),
-            Column("Trials", _field("trials")),
-            Column("Finished", _field("finished")),
-            Column("Early-stopped", _field("early_stopped")),
-            Column("Not finished", _field("not_finished")),
-            Column("Best value", _field("best_value", _acc)),
-            Column("Best step", _field("best_step")),
+            Column("Group", field("group"), numeric=False),
+            Column("Trials", field("trials")),
+            Column("Finished", field("finished")),
+            Column("Early-stopped", field("early_stopped")),
+            Column("Not finished", field("not_finished")),
+            Column("Best value", field("best_value", two)),
+            Column("Best step", field("best_step")),
             Column("Best config", _values("best_params", _param), numeric=False),
             Column("Importances", _values("importances", lambda v: f"{v:.2f}"), numeric=False),
-            Column("Note", _field("note"), numeric=False),
+            Column("Note", field("note"), numeric=False),
         ),
         tuple(g.to_dict() for g in summary.search),
     )
@@ -309,9 +286,9 @@ def budget_table(summary: Summary) -> Table:
         f"Search budget. Expected best {metric} over n search trials, per group (Dodge et "
         "al. 2019's curve, unbiased estimator without replacement; finished trials only)",
         (
-            Column("Group", _field("group"), numeric=False),
-            Column("n trials", _field("trials")),
-            Column("Expected best", _field("expected_best", _acc)),
+            Column("Group", field("group"), numeric=False),
+            Column("n trials", field("trials")),
+            Column("Expected best", field("expected_best", two)),
         ),
         tuple(budget_rows(summary)),
     )
@@ -354,9 +331,11 @@ def table_markdown(table: Table) -> str:
 
 
 def to_markdown(summary: Summary) -> str:
-    """The whole report as one markdown document (also the MLflow `summary.md`)."""
+    """The whole report as one markdown document (also the MLflow `summary.md`): the
+    preamble, the results paragraph, then the tables."""
     parts = [f"# Summary of sweep {summary.sweep or summary.experiment}\n"]
     parts.append("".join(f"{line}  \n" for line in preamble(summary)))
+    parts.append(f"\n## Results\n\n{results_paragraph(summary)}\n")
     for table in build_tables(summary):
         parts.append(f"\n## {table.title}\n\n{table_markdown(table)}")
     return "".join(parts)

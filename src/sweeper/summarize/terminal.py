@@ -1,7 +1,8 @@
 """The summary on a terminal: rich tables on a TTY, aligned plain text otherwise.
 
-The cells are `build_tables`' own, so the terminal shows what the markdown, CSV and
-JSON reports hold; only the not-counted list is cut to its first rows here.
+The cells are `build_tables`' own, and the results paragraph after them is
+`results_paragraph`, so the terminal shows what the markdown, CSV and JSON reports
+hold; only the not-counted list is cut to its first rows here.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
+from sweeper.summarize.paragraph import results_paragraph
 from sweeper.summarize.records import Summary
 from sweeper.summarize.tables import Table, build_tables, preamble
 
@@ -27,11 +29,13 @@ def print_terminal(summary: Summary, file: TextIO | None = None) -> None:
 
 
 def to_plain(summary: Summary, limit: int = TERMINAL_NOT_COUNTED_ROWS) -> str:
-    """Aligned plain-text tables (the terminal format when stdout is not a TTY)."""
+    """Aligned plain-text tables, then the results paragraph on one line (the terminal
+    format when stdout is not a TTY)."""
     parts = ["\n".join(preamble(summary)) + "\n"]
     for table in build_tables(summary):
         shown = limit if table.name == "not_counted" else None
         parts.append(f"\n{table.title}\n{_plain_table(table, shown)}")
+    parts.append(f"\nResults\n{results_paragraph(summary)}\n")
     return "".join(parts)
 
 
@@ -61,7 +65,8 @@ def print_rich(
     limit: int = TERMINAL_NOT_COUNTED_ROWS,
     width: int | None = None,
 ) -> None:
-    """Rich tables for an interactive terminal (cells wrap to the terminal's width)."""
+    """Rich tables for an interactive terminal (cells wrap to the terminal's width),
+    then the results paragraph."""
     from rich import box
     from rich.console import Console
     from rich.table import Table as RichTable
@@ -84,3 +89,6 @@ def print_rich(
             console.print(f"{table.title}\n(none)", highlight=False, markup=False)
         if shown is not None and len(table.rows) > shown:
             console.print(f"... and {len(table.rows) - shown} more (all in --format json or --out)")
+    console.print()
+    console.print("Results", style="bold", highlight=False, markup=False)
+    console.print(results_paragraph(summary), highlight=False, markup=False)

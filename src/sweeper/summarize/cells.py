@@ -1,0 +1,97 @@
+"""How a value reads in a table cell: shared by the tables and the results paragraph.
+
+Every rounded number of a report goes through these functions, so a number the
+results paragraph quotes is the very text of the table cell it comes from: the same
+rounding (2 decimals; losses 4; p to 3 decimals, or 2 significant digits below
+0.001) and the same "n/a" for an undefined value. A renderer (`Render`) takes one
+record's `to_dict()` row, as `Table.rows` holds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sweeper.selection import base_name
+from sweeper.summarize.records import Summary
+
+NA = "n/a"
+"""What an undefined value reads; NaN is never printed."""
+
+Render = Callable[[dict[str, Any]], str]
+
+
+def field(key: str, fmt: Callable[[Any], str] = str) -> Render:
+    """The row's `key` through `fmt`, or "n/a" when it is None or missing."""
+
+    def render(row: dict[str, Any]) -> str:
+        value = row.get(key)
+        return NA if value is None else fmt(value)
+
+    return render
+
+
+def two(v: float) -> str:
+    """Two decimals: percentages, perplexities, differences' bounds."""
+    return f"{v:.2f}"
+
+
+def metric_format(metric: str) -> Callable[[Any], str]:
+    """Percentages and perplexities to 2 decimals, losses to 4."""
+    return (lambda v: f"{v:.4f}") if base_name(metric) == "loss" else two
+
+
+def interval(low_key: str, high_key: str) -> Render:
+    """`[low, high]` to 2 decimals; "n/a" unless both bounds are defined."""
+
+    def render(row: dict[str, Any]) -> str:
+        low, high = row.get(low_key), row.get(high_key)
+        return NA if low is None or high is None else f"[{low:.2f}, {high:.2f}]"
+
+    return render
+
+
+def p_text(v: float) -> str:
+    """A p-value: 3 decimals, or `1.2e-05` below 0.001 (where 3 decimals read 0.000)."""
+    return f"{v:.3f}" if v >= 0.001 else f"{v:.1e}"
+
+
+def signed(v: float) -> str:
+    """A difference with its sign: `+24.17`, `-0.50`."""
+    return f"{v:+.2f}"
+
+
+def within_text(v: float) -> str:
+    """An equivalence bound: `±2.20`."""
+    return f"±{v:.2f}"
+
+
+def level_text(level: float | None) -> str:
+    """A decision interval's confidence in percent (`98.75%`); without one, its rule."""
+    return f"{100 * level:g}%" if level else "1 - alpha/m"
+
+
+def look(row: dict[str, Any]) -> str:
+    """`look (pairs)` a sequential decision was read at: `2 (6)`."""
+    return NA if row.get("look") is None else f"{row['look']} ({row['n_decision']})"
+
+
+def n_ab(row: dict[str, Any]) -> str:
+    """Seeds counted in group A and in group B: `3/3`."""
+    return f"{row['n_a']}/{row['n_b']}"
+
+
+def plan_words(summary: Summary) -> str:
+    """The `--until-decided` plan in words: `3 seeds, +2 per look, at most 9`."""
+    plan = summary.plan
+    assert plan is not None
+    return f"{plan.start} seeds, +{plan.batch} per look, at most {plan.max_seeds}"
+
+
+DIFFERENCE = field("diff", signed)
+CI_T = interval("ci_low", "ci_high")
+DECISION_INTERVAL = interval("decision_low", "decision_high")
+P_HOLM = field("p_holm", p_text)
+EQUIVALENT_WITHIN = field("equivalent_within", within_text)
+SEEDS_NEEDED = field("seeds_needed")
+"""The comparisons table's cells the results paragraph quotes."""

@@ -1,0 +1,176 @@
+"""The results in words: one paragraph to paste under the tables.
+
+It gives every group's mean with its 95% t interval, the rule the comparisons were
+decided by, and for each comparison: decided or not and which way, the difference,
+on how many seeds or pairs, the interval the decision was read from with its level,
+and the method (Holm-adjusted p beside the 95% t interval for fixed seeds; the
+Bonferroni t interval with a margin; the anytime-valid interval and its look after
+`--until-decided`), or for an undecided one the seeds estimated to decide it.
+
+Nothing is computed here. Every number is rendered from the same record field by the
+same `sweeper.summarize.cells` function as the Table 2 or comparisons cell it
+repeats, so the paragraph and the tables agree to the last printed digit; the counts
+and levels in the rule's sentence are those of the comparisons table's title and
+headers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sweeper.summarize.cells import (
+    CI_T,
+    DECISION_INTERVAL,
+    DIFFERENCE,
+    EQUIVALENT_WITHIN,
+    NA,
+    P_HOLM,
+    SEEDS_NEEDED,
+    field,
+    level_text,
+    metric_format,
+    n_ab,
+    plan_words,
+)
+from sweeper.summarize.records import Comparison, Summary
+
+BETTER = " better"
+EQUIVALENT = "equivalent"
+
+
+def results_paragraph(summary: Summary) -> str:
+    """`results_sentences` as one paragraph (one line, no markup)."""
+    return " ".join(results_sentences(summary))
+
+
+def results_sentences(summary: Summary) -> list[str]:
+    """A sentence on the groups, one on the decision rule, then one per comparison:
+    the decided ones, then the equivalent ones, then the undecided ones, each kind in
+    the comparisons table's order."""
+    if not summary.groups:
+        return ["No trial was counted, so there are no results to report."]
+    sentences = [_groups(summary)]
+    if summary.comparisons:
+        sentences.append(_rule(summary))
+        ranked = sorted(summary.comparisons, key=_outcome)
+        sentences.extend(comparison_sentence(summary, c) for c in ranked)
+    return sentences
+
+
+def comparison_sentence(summary: Summary, comparison: Comparison) -> str:
+    """One comparison: its outcome, the difference A - B and the evidence for it."""
+    row = comparison.to_dict()
+    a, b = _sides(comparison)
+    unit = " points" if summary.selection.is_default() else ""
+    difference = f"{comparison.kind} = {DIFFERENCE(row)}{unit}"
+    evidence = _evidence(comparison, row)
+    where = f"Within {comparison.within}, " if comparison.within else "Overall, "
+    axis = comparison.axis
+    if comparison.decision.endswith(BETTER):
+        winner = comparison.decision.removesuffix(BETTER)
+        win, lose = (b, a) if winner == comparison.group_b else (a, b)
+        return f"{where}{win} beats {lose} on {axis}: {difference} ({evidence})."
+    if comparison.decision.startswith(EQUIVALENT):
+        supported = EQUIVALENT_WITHIN(row)
+        return (
+            f"{where}{a} and {b} are {comparison.decision} on {axis}: {difference} "
+            f"({evidence}; the data support {supported})."
+        )
+    needed = SEEDS_NEEDED(row)
+    tail = (
+        f"an estimated {needed} seeds per group would decide it"
+        if needed != NA
+        else "the seeds that would decide it cannot be estimated from the observed effect"
+    )
+    return f"{where}{a} vs {b} on {axis} is undecided: {difference} ({evidence}); {tail}."
+
+
+def _groups(summary: Summary) -> str:
+    """Each group's mean and 95% t interval, as Table 2 prints them."""
+    selection = summary.selection
+    mean = field("mean", metric_format(selection.primary))
+    sizes = {group.n for group in summary.groups}
+    items = []
+    for row in (group.to_dict() for group in summary.groups):
+        text = f"{row['group']} scored {mean(row)}"
+        if len(sizes) > 1:
+            text += f" over {_seeds(row['n'])}"
+        ci = CI_T(row)
+        items.append(text if ci == NA else f"{text} (95% CI {ci})")
+    lead = f"Over {_seeds(next(iter(sizes)))} per group, " if len(sizes) == 1 else ""
+    what = "test accuracy in %" if selection.is_default() else selection.primary
+    listed = items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" and {items[-1]}"
+    return f"{lead}{listed} (mean {what}, at each trial's best-validation checkpoint)."
+
+
+def _rule(summary: Summary) -> str:
+    """How the comparisons were decided, in the comparisons table's own terms."""
+    first = summary.comparisons[0]
+    level, alpha = level_text(first.decision_level), f"{first.alpha:g}"
+    if summary.plan is not None:
+        return (
+            f"Seeds were added until decided ({plan_words(summary)}); each comparison is "
+            f"decided by its anytime-valid {level} interval, which holds at every look "
+            f"(family-wise alpha = {alpha})."
+        )
+    if summary.margin is not None:
+        return (
+            f"Each comparison is decided by its {level} t interval (Bonferroni, family-wise "
+            f"alpha = {alpha}): better when it excludes zero, equivalent when it lies inside "
+            f"±{summary.margin:g}."
+        )
+    return (
+        f"Comparisons are decided by Holm-adjusted p below the family-wise alpha = {alpha}, "
+        "with the seeds fixed in advance."
+    )
+
+
+def _evidence(c: Comparison, row: dict[str, Any]) -> str:
+    """The sizes, the interval the decision was read from, its level and the rule."""
+    decided = _outcome(c) < 2
+    sizes = (
+        f"n = {c.n_pairs} pairs"
+        if c.paired and c.n_a == c.n_b == c.n_pairs
+        else f"n = {n_ab(row)} seeds"
+    )
+    level, interval = level_text(c.decision_level), DECISION_INTERVAL(row)
+    if c.rule == "anytime-valid":
+        if c.look is None:
+            return f"{sizes}; no look had 2 seed pairs yet, so no anytime-valid interval"
+        shown = (
+            f"anytime-valid {level} interval {interval}"
+            if interval != NA
+            else f"anytime-valid {level} interval still unbounded"
+        )
+        at = f"decided at look {c.look}" if decided else f"at look {c.look}, the last with data"
+        if c.n_decision != c.n_pairs:  # decided before the loop's last look
+            return f"{sizes}; {at} on {c.n_decision} pairs: {shown}"
+        return f"{sizes}, {shown}, {at}"
+    if c.rule == "interval":
+        if interval == NA:
+            return f"{sizes}; no Bonferroni {level} t interval (too few seeds)"
+        return f"{sizes}, Bonferroni {level} t interval {interval}"
+    ci, p_holm = CI_T(row), P_HOLM(row)
+    parts = [sizes, f"{c.test} 95% CI {ci}" if ci != NA else f"no {c.test} CI (too few seeds)"]
+    if p_holm == NA:
+        parts.append("no Holm-adjusted p (too few seeds)")
+    else:
+        parts.append(f"Holm-adjusted p = {p_holm} {'<' if decided else '>='} {c.alpha:g}")
+    return ", ".join(parts)
+
+
+def _outcome(c: Comparison) -> int:
+    """0: one group is better, 1: equivalent, 2: undecided."""
+    if c.decision.endswith(BETTER):
+        return 0
+    return 1 if c.decision.startswith(EQUIVALENT) else 2
+
+
+def _sides(c: Comparison) -> tuple[str, str]:
+    """The axis' values of A and B (`pretrained`, `random`), else the group names."""
+    parts = c.kind.split(" - ")
+    return (parts[0], parts[1]) if len(parts) == 2 else (c.group_a, c.group_b)
+
+
+def _seeds(n: int) -> str:
+    return f"{n} seed{'' if n == 1 else 's'}"
