@@ -78,7 +78,8 @@ def test_plan_looks_end_at_max_seeds():
     assert SequentialPlan(3, 3, 3, 0.05).looks() == (3,)
     plan = SequentialPlan(3, 3, 9, 0.05, margin=2.0)
     assert SequentialPlan.from_dict(plan.to_dict()) == plan
-    assert plan.differences(SequentialPlan(3, 1, 9, 0.05)) == ["batch: 3 -> 1", "margin: 2.0 -> None"]
+    asked = SequentialPlan(3, 1, 9, 0.05)
+    assert plan.differences(asked) == ["batch: 3 -> 1", "margin: 2.0 -> None"]
 
 
 def _pairs(a_values, b_values, a="fairseq/pretrained/full", b="fairseq/random/full"):
@@ -95,9 +96,7 @@ def test_sequential_decision_on_records_names_look_and_interval():
     b = [50.0, 49.0, 51.5, 49.5, 50.5, 48.0]
     trials = _pairs(a, b)
     plan = SequentialPlan(3, 3, 9, 0.05)
-    (c,) = decide_sequential(
-        compare(group_stats(trials), trials), trials, plan, [1, 2, 3, 4, 5, 6]
-    )
+    (c,) = decide_sequential(compare(group_stats(trials), trials), trials, plan, [1, 2, 3, 4, 5, 6])
     assert c.decision == "fairseq/pretrained/full better" and c.rule == "anytime-valid"
     assert (c.look, c.n_decision, c.p_holm) == (1, 3, None)
     low, high = interval([x - y for x, y in zip(a[:3], b[:3], strict=True)], 0.05)
