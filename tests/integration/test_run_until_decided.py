@@ -1,22 +1,19 @@
 """`sweeper run --until-decided`: seeds are added only where a comparison is open.
 
-Two tests. On the demo data with real fairseq and HF trials (1 epoch), pretrained vs
-random is decided and fairseq vs HF (same weights, same ids) keeps taking seeds up to
---max-seeds. Every group is in an undecided comparison there, so nothing is saved; the
-second test, with the dummy trainer, shows the saving and the resume.
+On the demo data with real fairseq and HF trials (1 epoch), pretrained vs random is
+decided and fairseq vs HF (same weights, same ids) ends with the interval that says
+why. With the dummy trainer, the saving, equivalence, the recorded plan and the
+resume; and a fixed-seed sweep that keeps the fixed-n table.
 
 Real CLI, real Ray and MLflow; the dummy trainer makes the outcome known in advance:
-its accuracy ignores a learning rate below 0.01 and loses 20 points at 0.1. So on the
-grid train.lr = [0.001, 0.002, 0.1] over seeds 1-2, the two comparisons with 0.1 are
-decided at the first batch (the same 20-point difference on every seed), while 0.001
-vs 0.002 (no difference at all) stays undecided: seeds 3-4 go to those two groups only,
-then --max-seeds 4 stops the loop. 10 trial keys run instead of 3 x 4 = 12.
+its accuracy ignores a learning rate below 0.01 and loses 20 points at 0.1, and each
+trial is shifted by its own fixed noise (see NOISE). The decisions are the anytime-
+valid rule's (`sweeper.summarize.sequential`), read at the look that made them.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from pathlib import Path
 
@@ -32,25 +29,28 @@ DEMO = Path(__file__).resolve().parents[2] / "sweeps" / "demo.yaml"
 
 
 @pytest.mark.slow
-def test_demo_data_decides_init_and_keeps_seeding_framework(tmp_path):
+def test_demo_data_decides_init_and_ends_framework_with_its_interval(tmp_path):
     """About 4 minutes: the demo corpus, 2,000 pretraining steps, 24 one-epoch trials.
 
     One epoch at the demo's lr 3e-5 leaves pretrained within reach of random at 3 seeds;
-    at 1e-4 one epoch separates them, which is what this test needs.
+    at 1e-4 one epoch separates them, which is what this test needs. At 3 seeds no
+    comparison of a family of four can be decided (the rule's e-value cannot reach
+    4 / 0.05 from three pairs), so every group gets seeds 4-6; at 6 pairs pretrained vs
+    random is decided in both frameworks. Each fairseq - hf comparison ends, with
+    --margin 3, as its interval says: equivalent (inside ±3), better (excludes 0) or
+    undecided (holds 0 and reaches past ±3).
     """
     pytest.importorskip("fairseq")
     (tmp_path / "sweeps").mkdir()
     spec = shutil.copy(DEMO, tmp_path / "sweeps" / "demo.yaml")  # outputs: tmp_path/runs
     done = run_sweeper(
         "run", spec, "name=decide", "train.epochs=1", "train.lr=1e-4",
-        "--until-decided", "--max-seeds", "6",
+        "--until-decided", "--max-seeds", "6", "--margin", "3",
         timeout=900,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    first = re.search(r"(\d) of 4 comparisons decided", done.stdout)
-    assert first and int(first.group(1)) >= 1, done.stdout[-3000:]  # init, at 3 seeds
+    assert "0 of 4 comparisons decided" in done.stdout
     assert "adding seeds 4, 5, 6 to 4 group(s): 12 trials" in done.stdout
-    assert "--until-decided stopped: --max-seeds 6 reached" in done.stdout
     assert "trials run: 24; every group to --max-seeds 6 would have run 24" in done.stdout
 
     report = run_sweeper("summarize", spec, "name=decide", "--format", "json", "--no-log")
@@ -62,52 +62,107 @@ def test_demo_data_decides_init_and_keeps_seeding_framework(tmp_path):
         "fairseq/pretrained/full better",
         "hf/pretrained/full better",
     ]
-    assert [c["decision"] for c in by_axis["framework"]] == ["undecided", "undecided"]
+    assert all(c["look"] == 2 and c["decision_low"] > 0 for c in by_axis["init"])
+    for c in by_axis["framework"]:
+        low, high = c["decision_low"], c["decision_high"]
+        if c["decision"] == "equivalent within ±3":
+            assert -3 < low <= high < 3
+        elif c["decision"].endswith("better"):
+            assert low > 0 or high < 0
+        else:
+            assert c["decision"] == "undecided" and c["look"] == 2
+            assert low is None or (low <= 0 <= high and (low <= -3 or high >= 3))
     assert all(c["n_pairs"] == 6 and c["paired"] for c in comparisons)
     out = tmp_path / "runs" / "demo"
     keys = [t.data.tags[layout.TAG_TRIAL_KEY] for t in runs_by_role(out, "decide")[1]]
     assert len(keys) == len(set(keys)) == 24
 
 
+NOISE = {"*": {"noise": 0.5}}
+"""Each dummy trial's curve shifted by 0.5 × its own fixed normal draw: seed differences
+between two groups get a spread (sd ~0.7), as real trials' do."""
+
+
 def test_seeds_go_only_to_undecided_groups(tmp_path, tmp_path_factory):
+    """Grid lr [0.001, 0.002, 0.1] over seeds 1-4, +2 seeds per look up to 6, margin 3.
+
+    The two comparisons with lr 0.1 (20 points worse) are decided at the first look;
+    0.001 vs 0.002 (no difference but the noise) is not, at 4 pairs and the family's
+    level 0.05/3, so seeds 5-6 go to those two groups only, where the interval then
+    lies inside ±3: "equivalent within ±2" at look 2. 16 trial keys instead of 18.
+    """
     spec, out = new_sweep(
         tmp_path,
         tmp_path_factory,
         "decide",
-        grid={"seed": [1, 2], "params": {"train.lr": [float(v) for v in LRS]}},
+        grid={"seed": [1, 2, 3, 4], "params": {"train.lr": [float(v) for v in LRS]}},
         train={"epochs": 1},
     )
-    args = ("run", spec, "--until-decided", "--max-seeds", "4", "--seed-batch", "2")
-    done = run_sweeper(*args)
+    args = ("run", spec, "--until-decided", "--max-seeds", "6", "--seed-batch", "2")
+    done = run_sweeper(*args, "--margin", "2", extra=NOISE)
     assert done.returncode == 0, done.stderr[-3000:]
+    assert "plan: 4 seeds, then +2 per look up to 6 (looks at 4, 6)" in done.stdout
     assert "2 of 3 comparisons decided" in done.stdout
-    assert "adding seeds 3, 4 to 2 group(s): 4 trials" in done.stdout
-    assert "--until-decided stopped: --max-seeds 4 reached" in done.stdout
-    assert "trials run: 10; every group to --max-seeds 4 would have run 12" in done.stdout
-    assert "2 saved" in done.stdout
+    assert "adding seeds 5, 6 to 2 group(s): 4 trials" in done.stdout
+    assert "--until-decided stopped: every comparison is decided" in done.stdout
+    assert "trials run: 16; every group to --max-seeds 6 would have run 18" in done.stdout
 
     parents, trials = runs_by_role(out, "decide")
     assert len(parents) == 1
+    plan = json.loads(parents[0].data.tags[layout.TAG_SEQUENTIAL_PLAN])
+    assert (plan["start"], plan["batch"], plan["max_seeds"], plan["margin"]) == (4, 2, 6, 2.0)
     keys = [t.data.tags[layout.TAG_TRIAL_KEY] for t in trials]
-    assert len(keys) == len(set(keys)) == 10  # one run per key
+    assert len(keys) == len(set(keys)) == 16  # one run per key
     seeds: dict[str, set[int]] = {}
     for run in trials:
         assert run.info.status == "FINISHED"
         lr = run.data.params["train.lr"]
         seeds.setdefault(lr, set()).add(int(run.data.tags[layout.TAG_SEED]))
-    assert seeds == {"0.001": {1, 2, 3, 4}, "0.002": {1, 2, 3, 4}, "0.1": {1, 2}}
+    assert seeds == {"0.001": set(range(1, 7)), "0.002": set(range(1, 7)), "0.1": {1, 2, 3, 4}}
 
     report = run_sweeper("summarize", spec, "--format", "json", "--no-log")
     summary = json.loads(report.stdout)
+    assert summary["plan"] == plan  # the summary decides by the recorded plan
     decisions = {c["kind"]: c for c in summary["comparisons"]}
-    assert decisions["train.lr=0.001 - train.lr=0.1"]["decision"].endswith("lr=0.001] better")
-    assert decisions["train.lr=0.002 - train.lr=0.1"]["p_holm"] == 0.0
-    open_one = decisions["train.lr=0.001 - train.lr=0.002"]
-    assert open_one["decision"] == "undecided" and open_one["n_pairs"] == 4
-    assert open_one["paired"] and open_one["test"] == "paired t"
+    for kind in ("train.lr=0.001 - train.lr=0.1", "train.lr=0.002 - train.lr=0.1"):
+        c = decisions[kind]
+        assert c["decision"].endswith("] better") and "lr=0.1]" not in c["decision"]
+        assert (c["rule"], c["look"], c["n_decision"], c["p_holm"]) == ("anytime-valid", 1, 4, None)
+        assert c["decision_low"] > 0  # the interval says why: it excludes 0
+    same = decisions["train.lr=0.001 - train.lr=0.002"]
+    assert same["decision"] == "equivalent within ±2" and (same["look"], same["n_decision"]) == (
+        2,
+        6,
+    )
+    assert -2 < same["decision_low"] <= same["decision_high"] < 2
+    text = run_sweeper("summarize", spec, "--no-log").stdout
+    assert "p (fixed-n, not for decisions)" in text and "anytime-valid" in text
 
-    again = run_sweeper(*args, "--resume")  # nothing left to run, nothing run twice
+    again = run_sweeper(*args, "--margin", "2", "--resume", extra=NOISE)  # nothing left to run
     assert again.returncode == 0, again.stderr[-3000:]
     assert "adding seeds" not in again.stdout
-    assert "trials run: 10;" in again.stdout
-    assert len(runs_by_role(out, "decide")[1]) == 10
+    assert "trials run: 16;" in again.stdout
+    other = run_sweeper(*args, "--resume", extra=NOISE)  # another plan: no margin
+    assert other.returncode == 2, other.stdout[-2000:]
+    assert "margin: 2.0 -> None" in other.stderr
+    assert len(runs_by_role(out, "decide")[1]) == 16
+
+
+def test_a_fixed_seed_sweep_keeps_the_fixed_n_table(tmp_path, tmp_path_factory):
+    """Without --until-decided the record holds no plan and the summary decides by
+    Holm on the fixed-n p, as before: the 20-point lr comparisons are decided."""
+    spec, out = new_sweep(
+        tmp_path,
+        tmp_path_factory,
+        "fixed",
+        grid={"seed": [1, 2, 3], "params": {"train.lr": [0.001, 0.1]}},
+        train={"epochs": 1},
+    )
+    done = run_sweeper("run", spec, extra=NOISE)
+    assert done.returncode == 0, done.stderr[-3000:]
+    parents, _ = runs_by_role(out, "fixed")
+    assert layout.TAG_SEQUENTIAL_PLAN not in parents[0].data.tags
+    summary = json.loads(run_sweeper("summarize", spec, "--format", "json", "--no-log").stdout)
+    assert summary["plan"] is None
+    (c,) = summary["comparisons"]
+    assert c["rule"] == "Holm" and c["p_holm"] < 0.05 and c["decision"].endswith("] better")

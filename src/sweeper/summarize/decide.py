@@ -88,10 +88,18 @@ def decide(
                 decision_high=high,
                 decision_level=1.0 - level,
                 margin=margin,
-                equivalent_within=None if low is None or high is None else max(-low, high, 0.0),
+                equivalent_within=supported_margin(low, high),
             )
         )
     return out
+
+
+def supported_margin(low: float | None, high: float | None) -> float | None:
+    """The smallest margin D with [low, high] inside [-D, D]; None for an unbounded
+    interval or one that excludes 0 (decided different: no margin makes it equivalent)."""
+    if low is None or high is None or low > 0.0 or high < 0.0:
+        return None
+    return max(-low, high)
 
 
 def _winner(comparison: Comparison, a_higher: bool, mode: Mode) -> str:

@@ -268,7 +268,8 @@ class Comparison:
     """The equivalence margin D (metric units), when one was given."""
     equivalent_within: float | None = None
     """The smallest margin the data already support: the largest |bound| of the
-    decision interval (fixed-n Holm rule: of the Bonferroni t interval)."""
+    decision interval (fixed-n Holm rule: of the Bonferroni t interval); None when that
+    interval excludes 0 or is unbounded."""
     look: int | None = None
     """Sequential rule: the look (1-based, over the plan's looks) the decision is read
     at: the first that decided, else the last with data."""

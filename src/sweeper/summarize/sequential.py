@@ -41,6 +41,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from sweeper.summarize.decide import supported_margin
 from sweeper.summarize.records import Comparison, CountedTrial, SequentialPlan
 from sweeper.summarize.stats import by_seed, mean, sample_std
 
@@ -205,7 +206,7 @@ def _walk(
         decision_high=_finite(walk.high),
         decision_level=1.0 - level,
         margin=margin,
-        equivalent_within=_supported_margin(walk.low, walk.high),
+        equivalent_within=supported_margin(_finite(walk.low), _finite(walk.high)),
         look=walk.look,
         n_decision=walk.n,
         seeds_needed=None if walk.verdict else seeds_to_decide(c, a, b, level),
@@ -214,13 +215,6 @@ def _walk(
 
 def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
-
-
-def _supported_margin(low: float, high: float) -> float | None:
-    """The smallest D with the interval inside [-D, D]; None when it is unbounded."""
-    if not (math.isfinite(low) and math.isfinite(high)) or low > high:
-        return None
-    return max(abs(low), abs(high))
 
 
 def seeds_to_decide(

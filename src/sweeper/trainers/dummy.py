@@ -13,7 +13,9 @@ inputs (tests without a spec pass empty paths: nothing to read).
 `job.extra` keys: `sleep_per_step` (s), `fail_at_step`, `nan_at_step`, `fail_once_marker`
 (a path: fail at `fail_at_step` only while this file does not exist, then create it),
 `grow_mb_per_step` (keep that much more memory, touched, at every step: a leak, for the
-tests that put a memory limit on the trainer).
+tests that put a memory limit on the trainer), `noise` (shift the trial's whole curve by
+that many points times a standard-normal draw fixed by its seed, init, framework and
+lr, so that two groups' seed differences have a spread, as real trials do).
 
 Sweep-level tests cannot reach `job.extra` (the sweep engine builds jobs from the spec,
 which has no field for it, on purpose), so the child also reads `SWEEPER_DUMMY_EXTRA`:
@@ -27,6 +29,7 @@ Not shipped as a framework: the tests register it through `$SWEEPER_PLUGINS`
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -83,13 +86,24 @@ class DummyTrainer:
         return _accuracy(job, int(best["step"]), "test")
 
 
-def _accuracy(job: TrialJob, step: int, split: str) -> float:
-    """A deterministic learning curve that depends on seed, init and (above 0.01) lr."""
+def _accuracy(job: TrialJob, step: int, split: str, noise: float = 0.0) -> float:
+    """A deterministic learning curve that depends on seed, init and (above 0.01) lr,
+    shifted by `noise` times the trial's own fixed standard-normal draw."""
     ceiling = 90.0 if job.init == "pretrained" else 65.0
     offset = (job.seed * 7 + (3 if split == "test" else 0)) % 5
     # A learning rate above 0.01 costs accuracy (none below): searches have a signal.
     too_high = 20.0 * max(0.0, math.log10(float(job.train["lr"]) / 0.01))
-    return round(ceiling - 40.0 * math.exp(-step / job.updates_per_epoch) - offset - too_high, 2)
+    shift = noise * _normal_draw(f"{job.seed}:{job.init}:{job.framework}:{job.train['lr']}")
+    curve = ceiling - 40.0 * math.exp(-step / job.updates_per_epoch) - offset - too_high
+    return round(curve + shift, 2)
+
+
+def _normal_draw(key: str) -> float:
+    """A standard-normal value fixed by `key` (Box-Muller on two hash-derived uniforms)."""
+    digest = hashlib.sha256(key.encode("utf-8")).digest()
+    u1 = (int.from_bytes(digest[:8], "big") + 1) / 2.0**64
+    u2 = int.from_bytes(digest[8:16], "big") / 2.0**64
+    return math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
 
 
 def env_extra(out_dir: str, environ: dict[str, str] | None = None) -> dict[str, object]:
@@ -153,9 +167,9 @@ def main(job_path: str) -> int:
         _emit(step=step, epoch=epoch, split="train", loss=loss, lr=job.train["lr"])
         if step % job.updates_per_epoch == 0 or step == job.total_updates:
             for split in ("valid", "test"):
-                acc = _accuracy(job, step, split)
+                acc = _accuracy(job, step, split, float(extra.get("noise", 0.0)))
                 _emit(step=step, epoch=epoch, split=split, loss=1.0 - acc / 100, accuracy=acc)
-            acc = _accuracy(job, step, "valid")
+            acc = _accuracy(job, step, "valid", float(extra.get("noise", 0.0)))
             if acc > best:
                 best = acc
                 best_file.write_text(json.dumps({"step": step, "accuracy": acc}))
