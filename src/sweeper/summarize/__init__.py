@@ -5,7 +5,9 @@
   stats.py    Table 2 per group (t and bootstrap CIs, uncounted runs by outcome); the
               tests: Welch, paired t, Wilcoxon, bootstrap
   compare.py  which groups are compared (every axis that varies), paired or not
-  decide.py   Holm across the comparisons, a decision each, seeds needed; ASO option
+  decide.py   seeds fixed in advance: Holm (or, with a margin, Bonferroni intervals),
+              a decision each, seeds needed; ASO option
+  sequential.py seeds added until decided: anytime-valid confidence sequences
   search.py   the search stage per group: best configuration, Optuna importances
   cells.py    how a value reads in a cell (rounding, "n/a"), for tables and paragraph
   tables.py   the tables; markdown / CSV / JSON rendering of the same records
