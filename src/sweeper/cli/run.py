@@ -64,16 +64,14 @@ signal stops at once).
 from __future__ import annotations
 
 import argparse
-import functools
 import sys
 from typing import TYPE_CHECKING
 
-from sweeper.cli.common import EXIT_BAD_INPUT, add_spec_argument, fail, load_or_exit
+from sweeper.cli.common import add_spec_argument, fail, load_or_exit
 from sweeper.spec import SweepSpec
 
 if TYPE_CHECKING:
-    from sweeper.engine import RunOptions
-    from sweeper.engine.until_decided import Budget
+    from sweeper.api import Budget
 
 
 def build_parser(parser: argparse.ArgumentParser) -> None:
@@ -193,7 +191,7 @@ def _budget(args: argparse.Namespace, spec: SweepSpec) -> Budget | None:
         return None
     if spec.search is not None:
         fail("--until-decided runs grid sweeps; this spec has a search block")
-    from sweeper.engine.until_decided import Budget
+    from sweeper.api import Budget
 
     seeds = len(spec.grid.seed)
     max_seeds = args.max_seeds if args.max_seeds is not None else 3 * seeds
@@ -206,25 +204,20 @@ def _budget(args: argparse.Namespace, spec: SweepSpec) -> Budget | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Parse, check, hand the sweep to the engine (grid) or the search stage, and turn
-    a SweepError into `error: MESSAGE` and its exit status."""
+    """Parse and check the command line, build the options, and hand the sweep to
+    `sweeper.api.run_sweep`, whose result is the exit status."""
     if args.margin is not None and args.margin <= 0:
         fail(f"--margin must be above 0, got {args.margin:g}")
     overrides = [*args.overrides, *([f"compare.margin={args.margin}"] if args.margin else [])]
     spec = load_or_exit(args.spec, overrides)
     spec, uri = place(spec, args.spec, args.tracking_uri)
-    from sweeper.engine import RunOptions, SweepError
-    from sweeper.engine.preflight import preflight
-
-    errors = preflight(spec)  # every input file, before the store or output_dir exists
-    if errors:
-        for error in errors:
-            print(f"error: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
     if args.max_concurrent is not None and args.max_concurrent < 1:
         fail("--max-concurrent must be at least 1")
     if args.wait_for_nodes < 0:
         fail("--wait-for-nodes must be 0 or more seconds")
+    budget = _budget(args, spec)
+    from sweeper.api import RunOptions, run_sweep
+
     options = RunOptions(
         spec_path=args.spec,
         overrides=tuple(overrides),
@@ -235,48 +228,4 @@ def run(args: argparse.Namespace) -> int:
         max_concurrent=args.max_concurrent,
         figures=args.figures,
     )
-    budget = _budget(args, spec)
-    from sweeper.engine.signals import EXIT_INTERRUPTED, graceful_stop
-
-    with graceful_stop() as stop:
-        try:
-            _check_resources(spec, options, args.wait_for_nodes)
-            from sweeper.engine.session import ray_session
-            from sweeper.engine.store import sweep_lease
-
-            # One Ray session for the whole command, started while the store is opened
-            # and the sweep's lease (one live driver per sweep) taken beside it.
-            with ray_session(options, spec, beside=functools.partial(sweep_lease, options, spec)):
-                return stop.exit_code(_run_engine(options, spec, budget))
-        except SweepError as exc:
-            print(f"error: {exc.message}", file=sys.stderr)
-            return stop.exit_code(exc.exit_code)
-        except KeyboardInterrupt:  # a signal outside Tune's graceful stop, or a second one
-            print(f"\nstopped; `{options.resume_command()}` continues", file=sys.stderr)
-            return stop.exit_code(EXIT_INTERRUPTED)
-
-
-def _check_resources(spec: SweepSpec, options: RunOptions, wait_s: float) -> None:
-    """Exit 2 now, not after preparing data, when no node can hold one trial (after
-    `wait_s` seconds of waiting for one to join, on a cluster)."""
-    from sweeper.engine.resources import check_resources
-    from sweeper.tune.cluster import ray_address
-
-    address = ray_address(options.address)
-    log = functools.partial(print, flush=True)
-    check_resources(spec.resources.cpu, spec.resources.gpu, address, wait_s, log=log)
-
-
-def _run_engine(options: RunOptions, spec: SweepSpec, budget: Budget | None) -> int:
-    """The grid, the search stage or the until-decided loop, by what was asked."""
-    if budget is not None:
-        from sweeper.engine.until_decided import run_until_decided
-
-        return run_until_decided(options, spec, budget)
-    if spec.search is not None:  # search per group, then confirm
-        from sweeper.search.stages import run_search
-
-        return run_search(options, spec)
-    from sweeper.engine.grid import run_grid_sweep
-
-    return run_grid_sweep(options, spec)
+    return run_sweep(options, spec, budget, wait_for_nodes=args.wait_for_nodes)

@@ -11,6 +11,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sweeper.spec import SweepSpec
+    from sweeper.summarize.records import SequentialPlan
 
 EXIT_FAILED = 1
 """A trial failed past its retries, or the tracking store stayed unreachable."""
@@ -52,3 +57,26 @@ class RunOptions:
     def resume_command(self) -> str:
         """The command that continues this sweep (printed when something is left)."""
         return " ".join(["sweeper run", self.spec_path, *self.overrides, "--resume"])
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How far `--until-decided` may go."""
+
+    max_seeds: int
+    """Seeds per group at most, the grid's own included."""
+    batch: int
+    """Seeds added per round."""
+
+    def plan(self, spec: SweepSpec) -> SequentialPlan:
+        """The sequential plan this budget and the spec fix before the first look."""
+        from sweeper.summarize.decide import ALPHA
+        from sweeper.summarize.records import SequentialPlan
+
+        return SequentialPlan(
+            start=len(spec.grid.seed),
+            batch=self.batch,
+            max_seeds=self.max_seeds,
+            alpha=ALPHA,
+            margin=spec.compare.margin,
+        )

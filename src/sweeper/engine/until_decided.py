@@ -21,12 +21,12 @@ running every group to `--max-seeds`.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from sweeper import layout
 from sweeper.engine.grid import run_grid
-from sweeper.engine.options import RunOptions, SweepError
+from sweeper.engine.options import Budget, RunOptions, SweepError
 from sweeper.engine.report import summarise
 from sweeper.engine.sweep import Sweep, open_grid, prepare
 from sweeper.summarize.records import SequentialPlan
@@ -35,28 +35,6 @@ if TYPE_CHECKING:
     from sweeper.spec import SweepSpec
     from sweeper.summarize.records import Summary
     from sweeper.trainers.trial import SweepInputs
-
-
-@dataclass(frozen=True)
-class Budget:
-    """How far `--until-decided` may go."""
-
-    max_seeds: int
-    """Seeds per group at most, the grid's own included."""
-    batch: int
-    """Seeds added per round."""
-
-    def plan(self, spec: SweepSpec) -> SequentialPlan:
-        """The sequential plan this budget and the spec fix before the first look."""
-        from sweeper.summarize.decide import ALPHA
-
-        return SequentialPlan(
-            start=len(spec.grid.seed),
-            batch=self.batch,
-            max_seeds=self.max_seeds,
-            alpha=ALPHA,
-            margin=spec.compare.margin,
-        )
 
 
 def run_until_decided(options: RunOptions, spec: SweepSpec, budget: Budget) -> int:
