@@ -101,7 +101,7 @@ def run_setup(
     args: argparse.Namespace, workload: str, base: dict[str, Any], concurrent: int, cpu: int
 ) -> dict[str, Any]:
     """One timed sweep; returns its wall, CPU figures and trainers' wall times."""
-    from sweeper import layout
+    from sweeper import record_names
 
     name = f"concurrency-{workload}-{concurrent}x{cpu}"
     spec, out = common.new_sweep(
@@ -119,16 +119,18 @@ def run_setup(
     client = _client(out)
     experiment = client.get_experiment_by_name(name)
     runs = client.search_runs([experiment.experiment_id], max_results=1000)
-    trials = [r for r in runs if r.data.tags.get(layout.TAG_ROLE) == layout.ROLE_TRIAL]
+    trials = [r for r in runs if r.data.tags.get(record_names.TAG_ROLE) == record_names.ROLE_TRIAL]
     trainer = [
-        r.data.metrics[layout.METRIC_WALL_TIME]
+        r.data.metrics[record_names.METRIC_WALL_TIME]
         for r in trials
-        if layout.METRIC_WALL_TIME in r.data.metrics
+        if record_names.METRIC_WALL_TIME in r.data.metrics
     ]
     # The trials' span: from the first trainer's start (its job file is written as it
     # starts) to the last trial run's end; the sweep's own start and end (Ray, store,
     # summary: "Overhead per trial") are outside it.
-    first = min((p / layout.TRIAL_CONFIG_FILE).stat().st_mtime for p in (out / "trials").iterdir())
+    first = min(
+        (p / record_names.TRIAL_CONFIG_FILE).stat().st_mtime for p in (out / "trials").iterdir()
+    )
     span = max(r.info.end_time for r in trials) / 1000 - first
     found = [common.counters(t) for t in timed.traced]
     return {

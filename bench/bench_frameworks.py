@@ -77,7 +77,7 @@ def measure(work: Path, arch: dict[str, int], epochs: int, threads: int) -> dict
     from sweeper.trainers.registry import get_trainer
     from sweeper.trainers.runner import run_trainer
     from sweeper.trainers.trial import build_job, prepare_inputs
-    from sweeper.trials import make_trial
+    from sweeper.trial_keys import make_trial
 
     name = f"frameworks-{arch['layers']}x{arch['embed_dim']}"
     changes = {"train.epochs": epochs, **{f"model.arch.{k}": v for k, v in arch.items()}}

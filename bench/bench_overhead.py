@@ -125,13 +125,17 @@ def trial_runs(out: Path, experiment: str) -> tuple[Any, list[Any]]:
     """(parent run, trial runs) of a finished sweep in its SQLite store."""
     from mlflow import MlflowClient
 
-    from sweeper import layout
+    from sweeper import record_names
 
     client = MlflowClient(f"sqlite:///{out / 'mlflow.db'}")
     found = client.get_experiment_by_name(experiment)
     runs = client.search_runs([found.experiment_id], max_results=1000)
-    parent = next(r for r in runs if r.data.tags.get(layout.TAG_ROLE) == layout.ROLE_SWEEP)
-    return parent, [r for r in runs if r.data.tags.get(layout.TAG_ROLE) == layout.ROLE_TRIAL]
+    parent = next(
+        r for r in runs if r.data.tags.get(record_names.TAG_ROLE) == record_names.ROLE_SWEEP
+    )
+    return parent, [
+        r for r in runs if r.data.tags.get(record_names.TAG_ROLE) == record_names.ROLE_TRIAL
+    ]
 
 
 def end_spacing(ends: list[tuple[str, float]]) -> dict[str, list[float]]:
@@ -268,13 +272,15 @@ def steady_state(work: Path, epochs: int, frameworks: list[str], env: dict[str, 
     )
     timed = common.run_timed(common.sweeper_command("run", spec), env=env, trace=common.is_trainer)
     _, trials = trial_runs(out, "overhead-steady")
-    from sweeper import layout
+    from sweeper import record_names
 
-    ends = [(r.data.tags[layout.TAG_FRAMEWORK], r.info.end_time / 1e3) for r in trials]
+    ends = [(r.data.tags[record_names.TAG_FRAMEWORK], r.info.end_time / 1e3) for r in trials]
     trainer = {}
     for run in trials:
-        framework = run.data.tags[layout.TAG_FRAMEWORK]
-        trainer.setdefault(framework, []).append(run.data.metrics.get(layout.METRIC_WALL_TIME))
+        framework = run.data.tags[record_names.TAG_FRAMEWORK]
+        trainer.setdefault(framework, []).append(
+            run.data.metrics.get(record_names.METRIC_WALL_TIME)
+        )
     print(f"steady state: {len(trials)}-trial sweep in {timed.wall:.1f} s", flush=True)
     found: dict[str, list[dict[str, float]]] = {}
     for traced in timed.traced:

@@ -150,7 +150,7 @@ def _wait_synced(sync: Any, step: int, timeout: float = 300) -> None:
 
 def time_sync(weights: Path, client: Any, uri: str, tmp: Path, repeats: int) -> dict[str, Any]:
     """Two sync rounds of a trial folder, then a restore into an empty folder."""
-    from sweeper import layout
+    from sweeper import record_names
     from sweeper.tracking.resume_sync import CheckpointSync, restore, resume_repo
     from sweeper.trainers.events import MetricEvent
 
@@ -163,7 +163,7 @@ def time_sync(weights: Path, client: Any, uri: str, tmp: Path, repeats: int) -> 
         out = tmp / f"trial-{i}"
         best, last = trial_checkpoints(weights, out / "checkpoints")
         sizes = {"best": size_of(best), "last": size_of(last)}
-        (out / layout.EVENTS_FILE).write_text('{"step": 1, "split": "train"}\n')
+        (out / record_names.EVENTS_FILE).write_text('{"step": 1, "split": "train"}\n')
         sync = CheckpointSync(repo, out, 1, print)
         sync.start(FakeTrainer(best, last), SimpleNamespace())  # type: ignore[arg-type]
         for step, key in ((10, "round1"), (20, "round2")):

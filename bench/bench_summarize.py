@@ -40,7 +40,7 @@ from pathlib import Path
 
 import common
 
-from sweeper import layout
+from sweeper import record_names
 
 TITLE = "sweeper summarize"
 EXPERIMENT = "bench"
@@ -70,32 +70,37 @@ def build_store(folder: Path, n: int) -> str:
         EXPERIMENT, artifact_location=(folder / "mlartifacts").resolve().as_uri()
     )
     parent = client.create_run(
-        experiment_id, tags={layout.TAG_ROLE: layout.ROLE_SWEEP, layout.TAG_SWEEP: EXPERIMENT}
+        experiment_id,
+        tags={record_names.TAG_ROLE: record_names.ROLE_SWEEP, record_names.TAG_SWEEP: EXPERIMENT},
     ).info.run_id
     for i in range(n):
         framework, init = GROUPS[i % len(GROUPS)]
         seed = i // len(GROUPS) + 1
-        status = layout.Status.FINISHED
+        status = record_names.Status.FINISHED
         if i % 50 == 49:
-            status = layout.Status.FAILED if i % 100 == 99 else layout.Status.EARLY_STOPPED
+            status = (
+                record_names.Status.FAILED if i % 100 == 99 else record_names.Status.EARLY_STOPPED
+            )
         tags = {
             MLFLOW_PARENT_RUN_ID: parent,
-            layout.TAG_ROLE: layout.ROLE_TRIAL,
-            layout.TAG_SWEEP: EXPERIMENT,
-            layout.TAG_TRIAL_KEY: f"{i:016x}",
-            layout.TAG_GROUP: f"{framework}/{init}/full",
-            layout.TAG_SEED: str(seed),
-            layout.TAG_INIT: init,
-            layout.TAG_FRAMEWORK: framework,
-            layout.TAG_METHOD: "full",
-            layout.TAG_STAGE: "grid",
-            layout.TAG_STATUS: status,
-            layout.TAG_TRAINABLE_PARAMS: "22830594",
+            record_names.TAG_ROLE: record_names.ROLE_TRIAL,
+            record_names.TAG_SWEEP: EXPERIMENT,
+            record_names.TAG_TRIAL_KEY: f"{i:016x}",
+            record_names.TAG_GROUP: f"{framework}/{init}/full",
+            record_names.TAG_SEED: str(seed),
+            record_names.TAG_INIT: init,
+            record_names.TAG_FRAMEWORK: framework,
+            record_names.TAG_METHOD: "full",
+            record_names.TAG_STAGE: "grid",
+            record_names.TAG_STATUS: status,
+            record_names.TAG_TRAINABLE_PARAMS: "22830594",
         }
         run_id = client.create_run(experiment_id, tags=tags, run_name=f"run-{i}").info.run_id
-        finished = status == layout.Status.FINISHED
+        finished = status == record_names.Status.FINISHED
         client.log_batch(run_id, metrics=_metrics(rng, init == "pretrained", finished))
-        client.set_terminated(run_id, "FAILED" if status == layout.Status.FAILED else "FINISHED")
+        client.set_terminated(
+            run_id, "FAILED" if status == record_names.Status.FAILED else "FINISHED"
+        )
     client.set_terminated(parent, "FINISHED")
     done.write_text(f"{n} trial runs\n")
     return uri
@@ -110,30 +115,30 @@ def _metrics(rng: random.Random, pretrained: bool, finished: bool) -> list:
     level = 80.0 if pretrained else 65.0
     out = []
     for step in range(TRAIN_EVERY, VALID_EVERY * VALID_POINTS + 1, TRAIN_EVERY):
-        out.append(Metric(layout.METRIC_TRAIN_LOSS, rng.uniform(0.2, 0.7), now + step, step))
-        out.append(Metric(layout.METRIC_LR, 1e-5 * (1 - step / 2250), now + step, step))
+        out.append(Metric(record_names.METRIC_TRAIN_LOSS, rng.uniform(0.2, 0.7), now + step, step))
+        out.append(Metric(record_names.METRIC_LR, 1e-5 * (1 - step / 2250), now + step, step))
         if step % VALID_EVERY == 0:
             progress = step / (VALID_EVERY * VALID_POINTS)
             valid = level - 10 * (1 - progress) + rng.gauss(0, 1.5)
             test = valid - 1 + rng.gauss(0, 1.5)
             out += [
-                Metric(layout.METRIC_VALID_ACC, round(valid, 1), now + step, step),
-                Metric(layout.METRIC_VALID_LOSS, rng.uniform(0.3, 0.7), now + step, step),
-                Metric(layout.METRIC_TEST_ACC, round(test, 1), now + step, step),
-                Metric(layout.METRIC_TEST_LOSS, rng.uniform(0.3, 0.7), now + step, step),
-                Metric(layout.METRIC_EPOCH, step / VALID_EVERY, now + step, step),
-                Metric(layout.METRIC_WALL_TIME, step * 0.05, now + step, step),
+                Metric(record_names.METRIC_VALID_ACC, round(valid, 1), now + step, step),
+                Metric(record_names.METRIC_VALID_LOSS, rng.uniform(0.3, 0.7), now + step, step),
+                Metric(record_names.METRIC_TEST_ACC, round(test, 1), now + step, step),
+                Metric(record_names.METRIC_TEST_LOSS, rng.uniform(0.3, 0.7), now + step, step),
+                Metric(record_names.METRIC_EPOCH, step / VALID_EVERY, now + step, step),
+                Metric(record_names.METRIC_WALL_TIME, step * 0.05, now + step, step),
             ]
     if finished:
-        valid = {m.step: m.value for m in out if m.key == layout.METRIC_VALID_ACC}
-        test = {m.step: m.value for m in out if m.key == layout.METRIC_TEST_ACC}
+        valid = {m.step: m.value for m in out if m.key == record_names.METRIC_VALID_ACC}
+        test = {m.step: m.value for m in out if m.key == record_names.METRIC_TEST_ACC}
         best = max(sorted(valid), key=lambda s: (valid[s], -s))
         last = max(valid)
         out += [
-            Metric(layout.METRIC_BEST_VALID_ACC, valid[best], now + last, last),
-            Metric(layout.METRIC_BEST_TEST_ACC, test[best], now + last, last),
-            Metric(layout.METRIC_BEST_STEP, float(best), now + last, last),
-            Metric(layout.METRIC_BEST_EPOCH, best / VALID_EVERY, now + last, last),
+            Metric(record_names.METRIC_BEST_VALID_ACC, valid[best], now + last, last),
+            Metric(record_names.METRIC_BEST_TEST_ACC, test[best], now + last, last),
+            Metric(record_names.METRIC_BEST_STEP, float(best), now + last, last),
+            Metric(record_names.METRIC_BEST_EPOCH, best / VALID_EVERY, now + last, last),
         ]
     return out
 
@@ -183,7 +188,9 @@ def stale_digest(uri: str) -> None:
     from sweeper.tracking.store import sqlite_path
 
     with sqlite3.connect(sqlite_path(uri)) as db:
-        db.execute("UPDATE tags SET value = 'stale' WHERE key = ?", (layout.TAG_REPORT_DIGEST,))
+        db.execute(
+            "UPDATE tags SET value = 'stale' WHERE key = ?", (record_names.TAG_REPORT_DIGEST,)
+        )
 
 
 def time_cases(uri: str, out_dir: Path, repeats: int) -> dict[str, tuple[list[float], list[float]]]:
@@ -221,7 +228,7 @@ def time_phases(uri: str) -> dict[str, float]:
     runs = source.runs(experiment_id)
     timings["runs: tags, params, latest metrics"] = time.perf_counter() - start
     start = time.perf_counter()
-    source.histories([r.run_id for r in runs if r.role == layout.ROLE_TRIAL], HISTORY_KEYS)
+    source.histories([r.run_id for r in runs if r.role == record_names.ROLE_TRIAL], HISTORY_KEYS)
     timings["histories"] = time.perf_counter() - start
     start = time.perf_counter()
     summary = summarize(EXPERIMENT, uri)

@@ -29,7 +29,7 @@ from typing import Any
 import common
 import yaml
 
-from sweeper import layout
+from sweeper import record_names
 from tests.support.cluster import mlflow_server
 from tests.support.sweeps import base_spec
 
@@ -55,20 +55,20 @@ def run_sweep(spec: Path, uri: str | None) -> tuple[float, list[tuple[float, flo
     from mlflow import MlflowClient
 
     from sweeper.specio import load_spec
-    from sweeper.tracking import experiment_name, tracking_uri
+    from sweeper.tracking import experiment_name, spec_store_uri
 
     env = common.clean_env()
     extra = ["--tracking-uri", uri] if uri else []
     timed = common.run_timed(common.sweeper_command("run", spec, *extra), env=env)
     loaded = load_spec(spec)
-    client = MlflowClient(uri or tracking_uri(loaded))
+    client = MlflowClient(uri or spec_store_uri(loaded))
     experiment = client.get_experiment_by_name(experiment_name(loaded))
     runs = client.search_runs([experiment.experiment_id], "tags.`sweeper.role` = 'trial'")
     spans = []
     for run in runs:  # runs are created before Ray starts: a trial starts at its first point
         first = min(
             m.timestamp
-            for m in client.get_metric_history(run.info.run_id, layout.METRIC_TRAIN_LOSS)
+            for m in client.get_metric_history(run.info.run_id, record_names.METRIC_TRAIN_LOSS)
         )
         spans.append((first / 1000, run.info.end_time / 1000))
     return timed.wall, spans

@@ -53,7 +53,7 @@ def prepare(folder: Path) -> None:
     prepared first where missing."""
     from sweeper.specio import load_spec
     from sweeper.trainers.trial import build_job, prepare_inputs
-    from sweeper.trials import make_trial
+    from sweeper.trial_keys import make_trial
 
     root = Path(__file__).resolve().parents[1]
     shutil.rmtree(folder, ignore_errors=True)

@@ -68,7 +68,7 @@ def _record_phases(spec, spec_file, client, experiment_id, inputs) -> dict[str, 
     from sweeper.tracking.recorder import MetricLog, Recorder
     from sweeper.tracking.runs import create_trial_run
     from sweeper.tracking.sweep_run import open_sweep_run, record_sweep
-    from sweeper.trials import expand
+    from sweeper.trial_keys import expand
 
     trial = expand(spec)[0][0]
     out: dict[str, float] = {}

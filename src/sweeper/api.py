@@ -53,8 +53,8 @@ def run_sweep(
     with graceful_stop() as stop:
         try:
             _check_resources(spec, options, wait_for_nodes)
+            from sweeper.engine.open_store import sweep_lease
             from sweeper.engine.session import ray_session
-            from sweeper.engine.store import sweep_lease
 
             # One Ray session for the whole command, started while the store is opened
             # and the sweep's lease (one live driver per sweep) taken beside it.
@@ -86,7 +86,7 @@ def _run(options: RunOptions, spec: SweepSpec, budget: Budget | None) -> int:
 
         return run_until_decided(options, spec, budget)
     if spec.search is not None:  # search per group, then confirm
-        from sweeper.search.stages import run_search
+        from sweeper.search.run import run_search
 
         return run_search(options, spec)
     from sweeper.engine.grid import run_grid_sweep

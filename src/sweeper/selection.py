@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from sweeper import layout
+from sweeper import record_names
 
 if TYPE_CHECKING:
     from sweeper.spec import SelectConfig
@@ -58,14 +58,14 @@ def best_point(
 class Selection:
     """How a sweep picks each trial's best checkpoint and what it reports there.
 
-    Metric names are the logged ones (`valid_<name>`, `test_<name>`, `layout.TASK_METRICS`).
+    Metric names are the logged ones (`valid_<name>`, `test_<name>`, `record_names.TASK_METRICS`).
     The first `report` metric is the one Table 2, the comparisons and the figures are
     about; the others are shown beside it.
     """
 
-    metric: str = layout.METRIC_VALID_ACC
+    metric: str = record_names.METRIC_VALID_ACC
     mode: Mode = "max"
-    report: tuple[str, ...] = (layout.METRIC_TEST_ACC,)
+    report: tuple[str, ...] = (record_names.METRIC_TEST_ACC,)
 
     @classmethod
     def of(cls, select: SelectConfig) -> Selection:
@@ -87,9 +87,9 @@ class Selection:
     def best_names(self) -> tuple[str, ...]:
         """The best-checkpoint metrics a finished trial run carries, in logging order."""
         return (
-            *(layout.METRIC_BEST_PREFIX + name for name in (self.metric, *self.report)),
-            layout.METRIC_BEST_STEP,
-            layout.METRIC_BEST_EPOCH,
+            *(record_names.METRIC_BEST_PREFIX + name for name in (self.metric, *self.report)),
+            record_names.METRIC_BEST_STEP,
+            record_names.METRIC_BEST_EPOCH,
         )
 
     def to_json(self) -> str:
@@ -114,8 +114,8 @@ def base_name(metric: str) -> str:
 
 
 def metric_mode(metric: str) -> Mode:
-    """Which way a metric improves (`layout.HIGHER_IS_BETTER`)."""
-    return "max" if base_name(metric) in layout.HIGHER_IS_BETTER else "min"
+    """Which way a metric improves (`record_names.HIGHER_IS_BETTER`)."""
+    return "max" if base_name(metric) in record_names.HIGHER_IS_BETTER else "min"
 
 
 def best_metrics(
@@ -129,9 +129,9 @@ def best_metrics(
     (`Selection.best_names`: what a finished trial logs, and what the summariser adds to
     a run that lacks them): the selection metric's value, each reported test metric
     (`tests`, by logged name), step and epoch; values that are not known are left out."""
-    prefix = layout.METRIC_BEST_PREFIX
+    prefix = record_names.METRIC_BEST_PREFIX
     values: dict[str, float | None] = {prefix + selection.metric: valid}
     values.update({prefix + name: tests.get(name) for name in selection.report})
-    values[layout.METRIC_BEST_STEP] = step
-    values[layout.METRIC_BEST_EPOCH] = epoch
+    values[record_names.METRIC_BEST_STEP] = step
+    values[record_names.METRIC_BEST_EPOCH] = epoch
     return {key: float(value) for key, value in values.items() if value is not None}

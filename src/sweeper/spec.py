@@ -22,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from sweeper.layout import HIGHER_IS_BETTER, TASK_CAUSAL_LM, TASK_CLASSIFICATION, TASK_METRICS
+from sweeper.record_names import HIGHER_IS_BETTER, TASK_CAUSAL_LM, TASK_CLASSIFICATION, TASK_METRICS
 
 
 def _resolve_path(value: Path, info: ValidationInfo) -> Path:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper import layout
+from sweeper import record_names
 from sweeper.tracking.links import MODEL_TRAINING_VIEW, run_url
 from tests.support.browser import (
     chrome,
@@ -82,7 +82,7 @@ def test_the_ui_shows_the_runs_table_groups_and_table_1_numbers(served: dict):
         assert "Overview" not in shown.splitlines()  # not MLflow 3's GenAI overview
 
         click_text(driver, "Group by", "button")
-        click_text(driver, layout.TAG_GROUP)
+        click_text(driver, record_names.TAG_GROUP)
         shown = wait_for_text(driver, f"Group: {GROUPS[0]}")
         assert f"Group: {GROUPS[1]}" in shown
         assert all(trial["run_name"] in shown for trial in trials)
@@ -91,10 +91,10 @@ def test_the_ui_shows_the_runs_table_groups_and_table_1_numbers(served: dict):
 
         for trial in trials:
             driver.get(run_url(base, experiment_id, trial["run_id"]))
-            shown = wait_for_text(driver, layout.METRIC_BEST_TEST_ACC)
-            shown_best = float(value_after(shown, layout.METRIC_BEST_TEST_ACC))
+            shown = wait_for_text(driver, record_names.METRIC_BEST_TEST_ACC)
+            shown_best = float(value_after(shown, record_names.METRIC_BEST_TEST_ACC))
             assert shown_best == pytest.approx(trial["test_accuracy"]), trial["run_name"]
-            assert float(value_after(shown, layout.METRIC_BEST_STEP)) == trial["best_step"]
+            assert float(value_after(shown, record_names.METRIC_BEST_STEP)) == trial["best_step"]
             assert "system/process_memory_usage_megabytes" in shown  # System metrics
             assert "corpus/train" in shown  # Datasets: the prepared data's train split
         screenshot(driver, "mlflow-trial-run.png")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper import layout
+from sweeper import record_names
 from sweeper.tracking.resume_sync import RESUME_DIR
 from tests.support.cluster import mlflow_server
 from tests.support.sweeps import new_sweep, run_sweeper
@@ -42,7 +42,7 @@ def test_a_retry_without_its_folder_resumes_from_the_synced_checkpoint(tmp_path,
         (run,) = [
             r
             for r in client.search_runs([experiment.experiment_id])
-            if r.data.tags.get(layout.TAG_ROLE) == layout.ROLE_TRIAL
+            if r.data.tags.get(record_names.TAG_ROLE) == record_names.ROLE_TRIAL
         ]
         run_id = run.info.run_id
         synced = [a.path for a in client.list_artifacts(run_id, RESUME_DIR)]
@@ -52,7 +52,7 @@ def test_a_retry_without_its_folder_resumes_from_the_synced_checkpoint(tmp_path,
         second = run_sweeper("run", spec, "--tracking-uri", server.uri, "--resume", extra=extra)
         assert second.returncode == 0, second.stderr[-3000:]
 
-        log = client.download_artifacts(run_id, layout.ARTIFACT_TRAINER_LOG, str(tmp_path))
+        log = client.download_artifacts(run_id, record_names.ARTIFACT_TRAINER_LOG, str(tmp_path))
         text = Path(log).read_text(encoding="utf-8")
         assert "sweeper: restored the checkpoint synced at step 10" in text
         assert "dummy trainer: starting at step 10 of 20" in text
@@ -60,12 +60,12 @@ def test_a_retry_without_its_folder_resumes_from_the_synced_checkpoint(tmp_path,
 
         run = client.get_run(run_id)
         assert run.info.status == "FINISHED"
-        train = [m.step for m in client.get_metric_history(run_id, layout.METRIC_TRAIN_LOSS)]
+        train = [m.step for m in client.get_metric_history(run_id, record_names.METRIC_TRAIN_LOSS)]
         assert sorted(train) == list(range(1, 21))  # 0 lost, 0 duplicated
-        valid = [m.step for m in client.get_metric_history(run_id, layout.METRIC_VALID_ACC)]
+        valid = [m.step for m in client.get_metric_history(run_id, record_names.METRIC_VALID_ACC)]
         assert sorted(valid) == [10, 20]
         listed = {a.path for a in client.list_artifacts(run_id)}
-        assert layout.ARTIFACT_BEST_CHECKPOINT.split("/")[0] in listed
+        assert record_names.ARTIFACT_BEST_CHECKPOINT.split("/")[0] in listed
         # a finished trial's resume copies are deleted
         assert not client.list_artifacts(run_id, RESUME_DIR)
         stored = tmp_path / "server" / "artifacts" / experiment.experiment_id / "inputs"
@@ -90,7 +90,7 @@ def test_an_early_stopped_trial_leaves_no_resume_copies_on_the_server(tmp_path):
         run_id = client.create_run(client.create_experiment("early")).info.run_id
         for name in ("manifest-0000000010.json", "blobs/0123abcd"):
             client.log_text(run_id, "synced", f"{RESUME_DIR}/{name}")
-        client.log_text(run_id, "kept", layout.ARTIFACT_TRAINER_LOG)
+        client.log_text(run_id, "kept", record_names.ARTIFACT_TRAINER_LOG)
         assert client.list_artifacts(run_id, RESUME_DIR)
 
         recorder = Recorder(client, {"k": run_id}, MetricLog())
@@ -100,7 +100,10 @@ def test_an_early_stopped_trial_leaves_no_resume_copies_on_the_server(tmp_path):
         callback.on_trial_complete(1, [], trial)
         recorder.drain()
 
-        assert client.get_run(run_id).data.tags[layout.TAG_STATUS] == layout.Status.EARLY_STOPPED
+        assert (
+            client.get_run(run_id).data.tags[record_names.TAG_STATUS]
+            == record_names.Status.EARLY_STOPPED
+        )
         assert not client.list_artifacts(run_id, RESUME_DIR)
         kept = [a.path for a in client.list_artifacts(run_id)]
-        assert layout.ARTIFACT_TRAINER_LOG.split("/")[0] in kept  # only resume/ goes
+        assert record_names.ARTIFACT_TRAINER_LOG.split("/")[0] in kept  # only resume/ goes

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper import layout
+from sweeper import record_names
 from tests.support.cluster import RAY, SWEEPER, RayCluster, ray_cluster
 from tests.support.sweeps import new_sweep, runs_by_role
 
@@ -49,11 +49,11 @@ def _job_status(cluster: RayCluster, job_id: str) -> str:
 def _assert_recorded(out: Path, name: str) -> None:
     parents, trials = runs_by_role(out, name)
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
-    keys = [t.data.tags[layout.TAG_TRIAL_KEY] for t in trials]
+    keys = [t.data.tags[record_names.TAG_TRIAL_KEY] for t in trials]
     assert len(keys) == 2 and len(set(keys)) == 2  # grid.seed [1, 2]: one run per key
     for run in trials:
-        assert run.info.status == "FINISHED", run.data.tags.get(layout.TAG_ERROR)
-        assert run.data.tags[layout.TAG_STATUS] == layout.Status.FINISHED
+        assert run.info.status == "FINISHED", run.data.tags.get(record_names.TAG_ERROR)
+        assert run.data.tags[record_names.TAG_STATUS] == record_names.Status.FINISHED
 
 
 def test_ray_job_submit_runs_a_sweep(cluster, tmp_path, tmp_path_factory):

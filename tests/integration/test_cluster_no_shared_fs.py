@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from sweeper import layout
+from sweeper import record_names
 from sweeper.tracking.resume_sync import MANIFEST_PREFIX, RESUME_DIR
 from sweeper.tracking.staging import CACHE_ENV, INPUTS_DIR
 from tests.support.cluster import (
@@ -92,7 +92,7 @@ def _listing(folder: Path) -> list[str]:
 def _synced_on_worker(client: Any, experiment: str) -> tuple[Any, int] | None:
     """A trial run on the worker node with a checkpoint synced to its artifacts."""
     for run in roles_in(client, experiment)[1]:
-        if f"({WORKER}, " not in run.data.tags.get(layout.TAG_NODE, ""):
+        if f"({WORKER}, " not in run.data.tags.get(record_names.TAG_NODE, ""):
             continue
         manifests = [
             a.path for a in client.list_artifacts(run.info.run_id, RESUME_DIR)
@@ -177,7 +177,7 @@ def _sweep_and_lose_the_worker(spec: Path, out: Path, tracking: str, disk: Path)
             text = finish(proc, log)
         finally:
             kill_group(proc.pid)
-    seed = int(run.data.tags[layout.TAG_SEED])
+    seed = int(run.data.tags[record_names.TAG_SEED])
     took = time.monotonic() - lost_at
     return Lost(seed, step, staged, head_cache, proc.returncode, text, took)
 
@@ -196,12 +196,14 @@ def _check_the_record(tracking: str, out: Path, lost: Lost) -> list[int]:
     assert sorted(seeds) == SEEDS and all(len(r) == 1 for r in seeds.values()), seeds
     assert all(r[0].info.status == "FINISHED" for r in seeds.values())
     final = seeds[lost.seed][0]
-    assert f"({HEAD}, " in final.data.tags[layout.TAG_NODE], "the retry did not run on the head"
+    assert f"({HEAD}, " in final.data.tags[record_names.TAG_NODE], (
+        "the retry did not run on the head"
+    )
     assert f"s{lost.seed}: failed (attempt 1), retrying" in lost.text
 
     folder = trial_folder(out, lost.seed)
     assert folder is not None
-    trainer_log = (folder / layout.TRAINER_LOG_FILE).read_text()
+    trainer_log = (folder / record_names.TRAINER_LOG_FILE).read_text()
     assert lost.synced_step > 0
     assert f"sweeper: restored the checkpoint synced at step {lost.synced_step}" in trainer_log
     assert f"dummy trainer: starting at step {lost.synced_step} of 20" in trainer_log

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from sweeper import layout
+from sweeper import record_names
 from tests.support.cluster import get, ray_cluster
 from tests.support.sweeps import new_sweep, runs_by_role
 
@@ -49,6 +49,6 @@ def test_trials_spread_over_two_nodes_and_say_where(tmp_path, tmp_path_factory):
     assert trial_nodes == nodes, f"trial actors on {trial_nodes}, nodes {nodes}; actors: {classes}"
     _, trials = runs_by_role(out, "twonodes")
     assert len(trials) == 2 and all(t.info.status == "FINISHED" for t in trials)
-    tags = sorted(t.data.tags[layout.TAG_NODE] for t in trials)
-    assert len(set(tags)) == 2, f"{layout.TAG_NODE} does not tell the two nodes apart: {tags}"
+    tags = sorted(t.data.tags[record_names.TAG_NODE] for t in trials)
+    assert len(set(tags)) == 2, f"{record_names.TAG_NODE} does not tell the two nodes apart: {tags}"
     print(f"two nodes: {elapsed:.1f}s, node tags {tags}")

@@ -16,7 +16,7 @@ import time
 import pytest
 import yaml
 
-from sweeper import layout
+from sweeper import record_names
 from sweeper.tracking.links import experiment_url
 from tests.support.cluster import free_port, get, mlflow_server
 from tests.support.processes import clean_env, kill_group
@@ -39,16 +39,18 @@ def test_a_sweep_records_to_a_tracking_server(tmp_path, tmp_path_factory):
         experiment = client.get_experiment_by_name("served")
         assert experiment is not None
         runs = client.search_runs([experiment.experiment_id])
-        trials = [r for r in runs if r.data.tags.get(layout.TAG_ROLE) == layout.ROLE_TRIAL]
+        trials = [
+            r for r in runs if r.data.tags.get(record_names.TAG_ROLE) == record_names.ROLE_TRIAL
+        ]
         assert len(trials) == 2
         for run in trials:
-            assert run.info.status == "FINISHED", run.data.tags.get(layout.TAG_ERROR)
+            assert run.info.status == "FINISHED", run.data.tags.get(record_names.TAG_ERROR)
             steps = [m.step for m in client.get_metric_history(run.info.run_id, "valid_accuracy")]
             assert steps == [10, 20]  # 2 epochs of 10 updates
             listed = {a.path for a in client.list_artifacts(run.info.run_id)}
-            assert layout.ARTIFACT_TRIAL_CONFIG in listed, listed
+            assert record_names.ARTIFACT_TRIAL_CONFIG in listed, listed
         # the server stored the artifacts (proxied), not the sweep's local folder
-        assert list((tmp_path / "server" / "artifacts").rglob(layout.ARTIFACT_TRIAL_CONFIG))
+        assert list((tmp_path / "server" / "artifacts").rglob(record_names.ARTIFACT_TRIAL_CONFIG))
     print(f"tracking server sweep: {time.monotonic() - started:.1f}s")
 
 
@@ -64,8 +66,8 @@ def test_sweeper_ui_serves_the_sweeps_store(tmp_path):
     spec.write_text(yaml.safe_dump(raw), encoding="utf-8")
     client = MlflowClient(f"sqlite:///{out / 'mlflow.db'}")  # a finished sweep's store
     experiment_id = ensure_experiment(client, "uisweep", out / "mlartifacts")
-    run = client.create_run(experiment_id, tags={layout.TAG_ROLE: layout.ROLE_TRIAL})
-    client.log_metric(run.info.run_id, layout.METRIC_VALID_ACC, 71.5, step=10)
+    run = client.create_run(experiment_id, tags={record_names.TAG_ROLE: record_names.ROLE_TRIAL})
+    client.log_metric(run.info.run_id, record_names.METRIC_VALID_ACC, 71.5, step=10)
     client.set_terminated(run.info.run_id)
 
     port = free_port()

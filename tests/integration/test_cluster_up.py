@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper import layout
+from sweeper import record_names
 from tests.support.cluster import RAY, SWEEPER, _node_ports, free_port
 from tests.support.processes import clean_env
 from tests.support.reliability import record
@@ -207,7 +207,9 @@ def test_job_stopped_then_resubmitted_with_resume_finishes_only_the_rest(up: Up)
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     status = _run([RAY, "job", "status", "--address", up.dashboard, job_id], up.env, up.checkout)
     assert "was stopped" in status.stdout + status.stderr
-    before = {r.data.tags[layout.TAG_TRIAL_KEY]: r for r in _trial_runs(up.tracking, "stopdemo")}
+    before = {
+        r.data.tags[record_names.TAG_TRIAL_KEY]: r for r in _trial_runs(up.tracking, "stopdemo")
+    }
     assert len([r for r in before.values() if r.info.status == "FINISHED"]) == 2
 
     second = _run(
@@ -220,12 +222,12 @@ def test_job_stopped_then_resubmitted_with_resume_finishes_only_the_rest(up: Up)
     assert re.search(r"3 trials \(2 finished before, \d to resume, \d new\)", text), text[-4000:]
     assert "-s1: started" not in text and "-s2: started" not in text  # only the rest ran
     runs = _trial_runs(up.tracking, "stopdemo")
-    keys = [r.data.tags[layout.TAG_TRIAL_KEY] for r in runs]
+    keys = [r.data.tags[record_names.TAG_TRIAL_KEY] for r in runs]
     assert len(keys) == 3 and len(set(keys)) == 3  # one run per trial key
     assert all(r.info.status == "FINISHED" for r in runs)
     for run in runs:  # the two finished before were not touched
-        if before.get(run.data.tags[layout.TAG_TRIAL_KEY], run).info.status == "FINISHED":
-            assert run.info.run_id == before[run.data.tags[layout.TAG_TRIAL_KEY]].info.run_id
+        if before.get(run.data.tags[record_names.TAG_TRIAL_KEY], run).info.status == "FINISHED":
+            assert run.info.run_id == before[run.data.tags[record_names.TAG_TRIAL_KEY]].info.run_id
     planned = re.search(r"3 trials \(2 finished before, \d to resume, \d new\)", text)
     record(
         "cluster: a Ray job stopped mid-sweep, then resubmitted with --resume",

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from sweeper import layout
+from sweeper import record_names
 from tests.support.cluster import ray_cluster
 from tests.support.processes import kill_group, sweeper_command
 from tests.support.reliability import record
@@ -72,7 +72,7 @@ def test_a_sweep_waits_for_a_node_that_fits_then_runs_on_it(tmp_path, tmp_path_f
     assert "a node that fits is in the cluster: starting" in stdout
     _, trials = runs_by_role(out, "grows")
     assert [t.info.status for t in trials] == ["FINISHED"]
-    node = trials[0].data.tags[layout.TAG_NODE]
+    node = trials[0].data.tags[record_names.TAG_NODE]
     assert "127.0.0.3" in node, f"the trial ran on {node}, not on the worker that joined"
     record(
         "cluster: trials that fit no node yet (an autoscaling cluster)",

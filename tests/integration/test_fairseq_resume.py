@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper import layout
+from sweeper import record_names
 from sweeper.spec import SweepSpec
 from sweeper.specio import load_spec
 from sweeper.trainers.base import TrialJob
@@ -145,10 +145,10 @@ def test_killed_trial_resumes_from_its_last_checkpoint(job: TrialJob, tmp_path: 
     kill_driver_after_first_checkpoint(job, tmp_path / "job.json")
     assert wait_until_gone(job.checkpoint_dir) == [], "fairseq outlived its parent"
 
-    events_before = len((out / layout.EVENTS_FILE).read_text().splitlines())
+    events_before = len((out / record_names.EVENTS_FILE).read_text().splitlines())
     result = run_trainer(FairseqTrainer(), job)
 
-    second_log = (out / layout.TRAINER_LOG_FILE).read_text().split("\n$ ")[-1]
+    second_log = (out / record_names.TRAINER_LOG_FILE).read_text().split("\n$ ")[-1]
     loaded = LOADED.search(second_log)
     assert loaded is not None, "the second run loaded no checkpoint"
     path, epoch, updates = Path(loaded[1]), int(loaded[2]), int(loaded[3])
@@ -157,7 +157,7 @@ def test_killed_trial_resumes_from_its_last_checkpoint(job: TrialJob, tmp_path: 
     assert 0 < updates < job.total_updates and updates % per_epoch == 0
     assert epoch == updates // per_epoch + 1  # fairseq names the epoch it resumes into
 
-    lines = (out / layout.EVENTS_FILE).read_text().splitlines()[events_before:]
+    lines = (out / record_names.EVENTS_FILE).read_text().splitlines()[events_before:]
     resumed = [MetricEvent.from_dict(json.loads(line)) for line in lines]
     train_steps = [e.step for e in resumed if e.split == "train"]
     assert train_steps[0] == updates + LOG_INTERVAL  # continued, did not start over

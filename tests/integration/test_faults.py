@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from sweeper import layout
+from sweeper import record_names
 from tests.support.cluster import mlflow_server, ray_cluster
 from tests.support.faults import (
     FAST_NODE_DEATH,
@@ -90,7 +90,7 @@ def test_trainers_killed_mid_run_resume_from_their_last_checkpoint(tmp_path, tmp
     for seed, runs in by_seed.items():
         assert len(runs) == 1, f"s{seed}: {len(runs)} runs"
         (run,) = runs
-        assert run.info.status == "FINISHED", run.data.tags.get(layout.TAG_ERROR)
+        assert run.info.status == "FINISHED", run.data.tags.get(record_names.TAG_ERROR)
         folder = trial_folder(out, seed)
         assert folder is not None
         counts = compare_with_events(client, run, folder)
@@ -98,7 +98,7 @@ def test_trainers_killed_mid_run_resume_from_their_last_checkpoint(tmp_path, tmp
         totals = [t + c for t, c in zip(totals, counts, strict=True)]
         starts = [
             line
-            for line in (folder / layout.TRAINER_LOG_FILE).read_text().splitlines()
+            for line in (folder / record_names.TRAINER_LOG_FILE).read_text().splitlines()
             if "starting at step" in line
         ]
         if seed in killed_seeds:
@@ -162,13 +162,13 @@ def test_a_lost_worker_node_leaves_the_sweep_to_the_head(tmp_path, tmp_path_fact
     assert all(len(runs) == 1 for runs in by_seed.values())
     assert all(runs[0].info.status == "FINISHED" for runs in by_seed.values())
     lost = by_seed[lost_seed][0]
-    node = lost.data.tags[layout.TAG_NODE]
+    node = lost.data.tags[record_names.TAG_NODE]
     assert "(127.0.0.2, " in node, f"s{lost_seed} finished on {node}, not the head"
     assert f"s{lost_seed}: failed (attempt 1), retrying" in text
     folder = trial_folder(out, lost_seed)
     assert folder is not None
     assert (
-        f"starting at step {step} " in (folder / layout.TRAINER_LOG_FILE).read_text()
+        f"starting at step {step} " in (folder / record_names.TRAINER_LOG_FILE).read_text()
     )  # one disk here: its checkpoint survived
     retries = text.count("retrying")
     record(
@@ -198,7 +198,8 @@ def _until_one_node(cluster: Any, proc: subprocess.Popen[bytes], since: float) -
 
 def _event_lines(out: Path) -> int:
     return sum(
-        len(p.read_text().splitlines()) for p in (out / "trials").glob(f"*/{layout.EVENTS_FILE}")
+        len(p.read_text().splitlines())
+        for p in (out / "trials").glob(f"*/{record_names.EVENTS_FILE}")
     )
 
 
@@ -227,10 +228,14 @@ def test_a_restarted_tracking_server_loses_no_metric_point(tmp_path, tmp_path_fa
                 client = MlflowClient(uri)
                 experiment = client.get_experiment_by_name("restart")
                 runs = client.search_runs([experiment.experiment_id])
-                trials = [r for r in runs if r.data.tags.get(layout.TAG_ROLE) == layout.ROLE_TRIAL]
+                trials = [
+                    r
+                    for r in runs
+                    if r.data.tags.get(record_names.TAG_ROLE) == record_names.ROLE_TRIAL
+                ]
                 counts = {
-                    int(r.data.tags[layout.TAG_SEED]): compare_with_events(
-                        client, r, trial_folder(out, int(r.data.tags[layout.TAG_SEED]))
+                    int(r.data.tags[record_names.TAG_SEED]): compare_with_events(
+                        client, r, trial_folder(out, int(r.data.tags[record_names.TAG_SEED]))
                     )
                     for r in trials
                 }
@@ -291,10 +296,12 @@ def test_a_tracking_server_down_past_the_bound_stops_the_sweep_then_resume_recor
         client = MlflowClient(uri)
         experiment = client.get_experiment_by_name("outage")
         runs = client.search_runs([experiment.experiment_id])
-        trials = [r for r in runs if r.data.tags.get(layout.TAG_ROLE) == layout.ROLE_TRIAL]
+        trials = [
+            r for r in runs if r.data.tags.get(record_names.TAG_ROLE) == record_names.ROLE_TRIAL
+        ]
         counts = [
             compare_with_events(
-                client, r, trial_folder(out, int(r.data.tags[layout.TAG_SEED])) or out
+                client, r, trial_folder(out, int(r.data.tags[record_names.TAG_SEED])) or out
             )
             for r in trials
         ]
@@ -344,9 +351,9 @@ def test_a_failed_artifact_upload_fails_the_trial(tmp_path, tmp_path_factory):
     by_seed = trials_by_seed(out, "noupload")
     assert sorted(by_seed) == [1, 2, 3] and all(len(r) == 1 for r in by_seed.values())
     failed = by_seed[2][0]
-    error = failed.data.tags.get(layout.TAG_ERROR, "")
+    error = failed.data.tags.get(record_names.TAG_ERROR, "")
     assert failed.info.status == "FAILED"
-    assert failed.data.tags[layout.TAG_STATUS] == layout.Status.FAILED
+    assert failed.data.tags[record_names.TAG_STATUS] == record_names.Status.FAILED
     assert error.startswith("UploadError: artifact upload to "), error[:500]
     assert checkpoint_step(trial_folder(out, 2)) == 20  # type: ignore[arg-type]  # trained
     assert "dummy-random-full-s2: FAILED: UploadError: artifact upload to" in text
@@ -354,15 +361,15 @@ def test_a_failed_artifact_upload_fails_the_trial(tmp_path, tmp_path_factory):
     client = client_for(out)
     for seed in (1, 3):
         ok = by_seed[seed][0]
-        assert ok.info.status == "FINISHED", ok.data.tags.get(layout.TAG_ERROR)
+        assert ok.info.status == "FINISHED", ok.data.tags.get(record_names.TAG_ERROR)
         listed = {a.path for a in client.list_artifacts(ok.info.run_id)}
-        assert {"checkpoints", layout.ARTIFACT_TRIAL_CONFIG} <= listed, listed
+        assert {"checkpoints", record_names.ARTIFACT_TRIAL_CONFIG} <= listed, listed
     reason = error.splitlines()[0].replace(str(tmp_path), "$TMP")
     record(
         "e. artifact upload fails",
         "trial s2's artifact folder in the local store replaced by a regular file "
         "(root ignores permission bits) while it trained; 3 trials, retries: 1",
         f"exit 1; s2 trained to step 20 and its run is FAILED (`sweeper.status` "
-        f"{failed.data.tags[layout.TAG_STATUS]}), error tag: "
+        f"{failed.data.tags[record_names.TAG_STATUS]}), error tag: "
         f"{reason}; s1 and s3 FINISHED with their artifacts",
     )

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper import layout
+from sweeper import record_names
 from tests.support.faults import compare_with_events, finish, start_sweep, wait_until
 from tests.support.reliability import record
 from tests.support.sweeps import client_for, kill_group, new_sweep, runs_by_role, sweeper_env
@@ -26,7 +26,7 @@ from tests.support.sweeps import client_for, kill_group, new_sweep, runs_by_role
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 FRAMEWORKS = ("fairseq", "hf")
-CLOCK = (layout.METRIC_WALL_TIME,)
+CLOCK = (record_names.METRIC_WALL_TIME,)
 """Left out of the comparison: the evaluation a failed save followed is measured again
 after the resume. Other values are sent as corrections (and compared); the same values
 at a later clock are not, so MLflow keeps the first attempt's wall time there."""
@@ -58,7 +58,7 @@ def _checkpoint_bytes(folder: Path | None) -> int:
     """Bytes of the trial's saved checkpoints so far (0: none complete yet)."""
     if folder is None:
         return 0
-    saved = folder / layout.CHECKPOINT_DIR
+    saved = folder / record_names.CHECKPOINT_DIR
     fairseq_last = saved / "checkpoint_last.pt"
     hf_done = [p for p in saved.glob("checkpoint-*") if (p / "trainer_state.json").is_file()]
     if fairseq_last.is_file():
@@ -99,7 +99,10 @@ def test_a_full_disk_fails_the_trials_naming_it_then_resume_finishes(tmp_path, t
             kill_group(proc.pid)
         assert proc.returncode == 1, first[-3000:]
         _, trials = runs_by_role(out, "diskfull")
-        errors = {r.data.tags[layout.TAG_FRAMEWORK]: r.data.tags[layout.TAG_ERROR] for r in trials}
+        errors = {
+            r.data.tags[record_names.TAG_FRAMEWORK]: r.data.tags[record_names.TAG_ERROR]
+            for r in trials
+        }
         assert sorted(errors) == list(FRAMEWORKS)
         for framework, error in errors.items():
             assert f"the disk holding {disk}" in error and "is full" in error, (framework, error)
@@ -118,10 +121,10 @@ def test_a_full_disk_fails_the_trials_naming_it_then_resume_finishes(tmp_path, t
         counts = {}
         resumed = {}
         for run in trials:
-            framework = run.data.tags[layout.TAG_FRAMEWORK]
+            framework = run.data.tags[record_names.TAG_FRAMEWORK]
             folder = _folder(disk, framework)
             counts[framework] = compare_with_events(client, run, folder, ignore=CLOCK)
-            trainer_log = (folder / layout.TRAINER_LOG_FILE).read_text(errors="replace")
+            trainer_log = (folder / record_names.TRAINER_LOG_FILE).read_text(errors="replace")
             resumed[framework] = _resume_line(trainer_log.replace(str(out), "OUT"))
     for framework, (points, missing, extra) in counts.items():
         assert points > 0 and (missing, extra) == (0, 0), (framework, points, missing, extra)

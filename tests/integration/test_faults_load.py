@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from sweeper import layout
+from sweeper import record_names
 from tests.support.cluster import mlflow_server
 from tests.support.faults import compare_with_events, finish, server_root, start_sweep, trial_folder
 from tests.support.proxy import slow_proxy
@@ -61,12 +61,12 @@ def _check_record(uri: str, name: str, out: Path, seeds: list[int]) -> tuple[int
     client = MlflowClient(uri)
     experiment = client.get_experiment_by_name(name)
     runs = client.search_runs([experiment.experiment_id], max_results=5000)
-    trials = [r for r in runs if r.data.tags.get(layout.TAG_ROLE) == layout.ROLE_TRIAL]
-    assert sorted(int(r.data.tags[layout.TAG_SEED]) for r in trials) == seeds  # one per key
+    trials = [r for r in runs if r.data.tags.get(record_names.TAG_ROLE) == record_names.ROLE_TRIAL]
+    assert sorted(int(r.data.tags[record_names.TAG_SEED]) for r in trials) == seeds  # one per key
     assert all(r.info.status == "FINISHED" for r in trials)
     totals = [0, 0, 0]
     for run in trials:
-        folder = trial_folder(out, int(run.data.tags[layout.TAG_SEED]))
+        folder = trial_folder(out, int(run.data.tags[record_names.TAG_SEED]))
         assert folder is not None
         for i, n in enumerate(compare_with_events(client, run, folder)):
             totals[i] += n

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper import layout
+from sweeper import record_names
 from tests.support.faults import finish, start_sweep, trainer_pids, trial_folder, wait_until
 from tests.support.reliability import record
 from tests.support.sweeps import kill_group, new_sweep, runs_by_role, sweeper_env
@@ -55,7 +55,7 @@ def _vm_kb(pid: int, field: str) -> int:
 
 def _attempts(out: Path) -> int:
     """How many times the trainer was started in seed 1's folder (runner's `$ ` lines)."""
-    text = (trial_folder(out, 1) / layout.TRAINER_LOG_FILE).read_text(errors="replace")
+    text = (trial_folder(out, 1) / record_names.TRAINER_LOG_FILE).read_text(errors="replace")
     return sum(1 for line in text.splitlines() if line.startswith("$ "))
 
 
@@ -74,7 +74,7 @@ def test_an_address_space_limit_fails_the_trial_once_saying_out_of_memory(
         kill_group(proc.pid)
     assert proc.returncode == 1, text[-3000:]
     (run,) = runs_by_role(out, "aslimit")[1]
-    error = run.data.tags[layout.TAG_ERROR]
+    error = run.data.tags[record_names.TAG_ERROR]
     assert run.info.status == "FAILED"
     assert error.startswith("dummy trainer exited with code 1: out of memory (MemoryError"), error
     assert _attempts(out) == 1  # retries: 0, so no second start

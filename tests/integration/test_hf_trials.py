@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper import layout
+from sweeper import record_names
 from sweeper.trainers.base import TrialJob
 from sweeper.trainers.events import MetricEvent, best_validation
 from sweeper.trainers.registry import get_trainer
@@ -171,7 +171,7 @@ def test_a_tie_keeps_the_earliest_best_checkpoint(inputs, tmp_path):
 def _kill_after_first_checkpoint(job: TrialJob, killed: list[int]) -> threading.Thread:
     """Watch for the trial's first complete checkpoint, then SIGKILL the child's process
     group (the runner starts it in its own session, so pgid = pid)."""
-    marker = str(Path(job.out_dir) / layout.TRIAL_CONFIG_FILE).encode()
+    marker = str(Path(job.out_dir) / record_names.TRIAL_CONFIG_FILE).encode()
 
     def child_pid() -> int | None:
         for entry in os.listdir("/proc"):
@@ -215,7 +215,7 @@ def test_a_killed_trial_resumes_from_its_last_checkpoint(inputs, full_trial, tmp
 
     second: list[MetricEvent] = []
     result = run_trainer(get_trainer("hf"), job, on_event=second.append)
-    log = (Path(job.out_dir) / layout.TRAINER_LOG_FILE).read_text(encoding="utf-8")
+    log = (Path(job.out_dir) / record_names.TRAINER_LOG_FILE).read_text(encoding="utf-8")
     assert f"resume from {job.checkpoint_dir / f'checkpoint-{resumed_from}'}" in log
     first_train = next(e for e in second if e.split == "train")
     assert first_train.step > resumed_from - LOG_INTERVAL
@@ -244,7 +244,7 @@ def test_lora_trial_records_its_trainable_count_and_reloads_with_peft(inputs, tm
     config, _ = hf_init_state(inputs["init"])
     assert (trainable, total) == lora_trainable_params(config, LORA)
     assert 0 < trainable < total
-    log = (Path(job.out_dir) / layout.TRAINER_LOG_FILE).read_text(encoding="utf-8")
+    log = (Path(job.out_dir) / record_names.TRAINER_LOG_FILE).read_text(encoding="utf-8")
     assert f"params: trainable {trainable:,} of {total:,}" in log
 
     best = result.checkpoints.best

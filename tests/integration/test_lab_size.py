@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from sweeper import layout
+from sweeper import record_names
 from sweeper.cli.fixture import overrides
 from sweeper.models.arch import HEAD_NAME, PAD
 from sweeper.models.init import fairseq_init_model, hf_init_model
@@ -50,13 +50,16 @@ def test_roberta_yaml_runs_at_the_labs_size_in_both_frameworks(tmp_path):
     experiment = client.get_experiment_by_name("roberta")
     runs = client.search_runs([experiment.experiment_id])
     trials = {
-        r.data.tags[layout.TAG_FRAMEWORK]: r.data.tags
+        r.data.tags[record_names.TAG_FRAMEWORK]: r.data.tags
         for r in runs
-        if r.data.tags.get(layout.TAG_ROLE) == layout.ROLE_TRIAL
+        if r.data.tags.get(record_names.TAG_ROLE) == record_names.ROLE_TRIAL
     }
     assert sorted(trials) == ["fairseq", "hf"]
     counts = {
-        name: (int(tags[layout.TAG_TRAINABLE_PARAMS]), int(tags[layout.TAG_TOTAL_PARAMS]))
+        name: (
+            int(tags[record_names.TAG_TRAINABLE_PARAMS]),
+            int(tags[record_names.TAG_TOTAL_PARAMS]),
+        )
         for name, tags in trials.items()
     }
     # the classifier each framework trains: encoder + head, all of it trainable (fairseq's

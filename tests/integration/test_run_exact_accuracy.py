@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sweeper import layout
+from sweeper import record_names
 from tests.support.sweeps import base_spec, history, run_sweeper, runs_by_role
 
 pytestmark = pytest.mark.integration
@@ -48,14 +48,20 @@ def test_every_accuracy_is_an_exact_fraction_and_reloads_exactly(tmp_path):
     done = run_sweeper("run", spec)
     assert done.returncode == 0, done.stderr[-3000:]
     _, trials = runs_by_role(out, "exact")
-    groups = {(t.data.tags[layout.TAG_FRAMEWORK], t.data.tags[layout.TAG_INIT]) for t in trials}
+    groups = {
+        (t.data.tags[record_names.TAG_FRAMEWORK], t.data.tags[record_names.TAG_INIT])
+        for t in trials
+    }
     assert len(trials) == 4 and len(groups) == 4, groups
     for run in trials:
-        assert run.info.status == "FINISHED", run.data.tags.get(layout.TAG_ERROR)
+        assert run.info.status == "FINISHED", run.data.tags.get(record_names.TAG_ERROR)
         metrics = run.data.metrics
-        count_of(metrics[layout.METRIC_BEST_VALID_ACC], VALID)
-        count_of(metrics[layout.METRIC_BEST_TEST_ACC], TEST)
-        for key, total in ((layout.METRIC_VALID_ACC, VALID), (layout.METRIC_TEST_ACC, TEST)):
+        count_of(metrics[record_names.METRIC_BEST_VALID_ACC], VALID)
+        count_of(metrics[record_names.METRIC_BEST_TEST_ACC], TEST)
+        for key, total in (
+            (record_names.METRIC_VALID_ACC, VALID),
+            (record_names.METRIC_TEST_ACC, TEST),
+        ):
             recorded = history(out, run.info.run_id, key)
             assert recorded, key
             for _, value in recorded:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper import layout
+from sweeper import record_names
 from tests.support.sweeps import (
     artifacts,
     client_for,
@@ -47,18 +47,21 @@ def test_retry_from_checkpoint_and_failure_past_retries(tmp_path, tmp_path_facto
     assert (group["n"], group["outcomes"]) == (2, {"failed": 1})
 
     _, trials = runs_by_role(out, "faults")
-    by_seed = {int(r.data.tags[layout.TAG_SEED]): r for r in trials}
+    by_seed = {int(r.data.tags[record_names.TAG_SEED]): r for r in trials}
     assert sorted(by_seed) == [1, 2, 3] and len(trials) == 3  # one run per key, retry included
 
     for seed in (1, 2):
         run = by_seed[seed]
         assert run.info.status == "FINISHED"
-        assert run.data.tags[layout.TAG_STATUS] == layout.Status.FINISHED
+        assert run.data.tags[record_names.TAG_STATUS] == record_names.Status.FINISHED
         # every step exactly once, although s2's trainer re-emitted steps 11-14
-        assert [s for s, _ in history(out, run.info.run_id, layout.METRIC_TRAIN_LOSS)] == list(
-            range(1, 21)
-        )
-        assert [s for s, _ in history(out, run.info.run_id, layout.METRIC_VALID_ACC)] == [10, 20]
+        assert [
+            s for s, _ in history(out, run.info.run_id, record_names.METRIC_TRAIN_LOSS)
+        ] == list(range(1, 21))
+        assert [s for s, _ in history(out, run.info.run_id, record_names.METRIC_VALID_ACC)] == [
+            10,
+            20,
+        ]
 
     s2_log = (out / "trials").glob("dummy-random-full-s2-*/trainer.log")
     text = next(s2_log).read_text()
@@ -66,8 +69,8 @@ def test_retry_from_checkpoint_and_failure_past_retries(tmp_path, tmp_path_facto
 
     failed = by_seed[3]
     assert failed.info.status == "FAILED"
-    assert failed.data.tags[layout.TAG_STATUS] == layout.Status.FAILED
-    error = failed.data.tags[layout.TAG_ERROR]
+    assert failed.data.tags[record_names.TAG_STATUS] == record_names.Status.FAILED
+    error = failed.data.tags[record_names.TAG_ERROR]
     assert error.startswith("dummy trainer exited with code 3")
     assert "injected crash at step 15" in error
     assert "error.txt" in artifacts(out, failed.info.run_id)
@@ -75,4 +78,4 @@ def test_retry_from_checkpoint_and_failure_past_retries(tmp_path, tmp_path_facto
     assert "injected crash at step 15" in Path(local).read_text(encoding="utf-8")
     assert "trainer.log" in artifacts(out, failed.info.run_id)  # uploaded despite the failure
     # the steps it made before failing are in its run too
-    assert [s for s, _ in history(out, failed.info.run_id, layout.METRIC_VALID_ACC)] == [10]
+    assert [s for s, _ in history(out, failed.info.run_id, record_names.METRIC_VALID_ACC)] == [10]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper import layout
+from sweeper import record_names
 from tests.support.sweeps import new_sweep, run_sweeper, runs_by_role
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -34,7 +34,7 @@ def test_lora_sweep_reports_trainable_parameters(tmp_path, tmp_path_factory):
 
     parents, trials = runs_by_role(out, "lora")
     assert len(trials) == 3  # full ignores lora.r: one full trial, two LoRA trials
-    tagged = {r.data.tags[layout.TAG_GROUP]: r.data.tags for r in trials}
+    tagged = {r.data.tags[record_names.TAG_GROUP]: r.data.tags for r in trials}
     assert sorted(tagged) == [
         "hf/random/full",
         "hf/random/lora[lora.r=4]",
@@ -54,6 +54,6 @@ def test_lora_sweep_reports_trainable_parameters(tmp_path, tmp_path_factory):
     full, r4, r8 = (counts[g][0] for g in sorted(tagged))
     assert r4 < r8 < full / 2
     for name in groups:
-        assert str(counts[name][0]) == tagged[name][layout.TAG_TRAINABLE_PARAMS]
+        assert str(counts[name][0]) == tagged[name][record_names.TAG_TRAINABLE_PARAMS]
         assert f"{counts[name][0]:,}" in done.stdout  # Table 2 as printed
     assert "Trainable params" in done.stdout

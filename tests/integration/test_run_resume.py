@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper import layout
+from sweeper import record_names
 from tests.support.reliability import record
 from tests.support.sweeps import (
     history,
@@ -70,8 +70,8 @@ def test_killed_driver_then_resume(tmp_path, tmp_path_factory):
     time.sleep(1)
 
     _, before = runs_by_role(out, "resume")
-    ids_before = {r.data.tags[layout.TAG_TRIAL_KEY]: r.info.run_id for r in before}
-    status_before = {int(r.data.tags[layout.TAG_SEED]): r.info.status for r in before}
+    ids_before = {r.data.tags[record_names.TAG_TRIAL_KEY]: r.info.run_id for r in before}
+    status_before = {int(r.data.tags[record_names.TAG_SEED]): r.info.status for r in before}
     assert len(before) == 4
     assert status_before[1] == "FINISHED" and status_before[2] == "RUNNING"
     s1_log = _trial_log(out, 1).read_text()
@@ -87,14 +87,17 @@ def test_killed_driver_then_resume(tmp_path, tmp_path_factory):
 
     _, after = runs_by_role(out, "resume")
     assert len(after) == 4
-    assert {r.data.tags[layout.TAG_TRIAL_KEY]: r.info.run_id for r in after} == ids_before
+    assert {r.data.tags[record_names.TAG_TRIAL_KEY]: r.info.run_id for r in after} == ids_before
     points = 0
     for run in after:
         assert run.info.status == "FINISHED"
-        assert run.data.tags[layout.TAG_STATUS] == layout.Status.FINISHED
-        steps = [s for s, _ in history(out, run.info.run_id, layout.METRIC_TRAIN_LOSS)]
+        assert run.data.tags[record_names.TAG_STATUS] == record_names.Status.FINISHED
+        steps = [s for s, _ in history(out, run.info.run_id, record_names.METRIC_TRAIN_LOSS)]
         assert steps == list(range(1, 21)), run.info.run_name
-        assert [s for s, _ in history(out, run.info.run_id, layout.METRIC_VALID_ACC)] == [10, 20]
+        assert [s for s, _ in history(out, run.info.run_id, record_names.METRIC_VALID_ACC)] == [
+            10,
+            20,
+        ]
         points += len(steps)
     assert _trial_log(out, 1).read_text() == s1_log  # finished trial not re-run
     assert "starting at step 10" in _trial_log(out, 2).read_text()  # resumed from checkpoint

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper import layout
+from sweeper import record_names
 from tests.support.sweeps import (
     kill_group,
     new_sweep,
@@ -84,31 +84,35 @@ def test_search_then_confirm(tmp_path, tmp_path_factory):
     assert len(parents) == 1
     by_stage: dict[str, list] = {}
     for run in trials:
-        by_stage.setdefault(run.data.tags[layout.TAG_STAGE], []).append(run)
+        by_stage.setdefault(run.data.tags[record_names.TAG_STAGE], []).append(run)
     assert sorted(by_stage) == ["confirm", "search"]
     search, confirm = by_stage["search"], by_stage["confirm"]
     assert len(search) == 8 and len(confirm) == 4
-    assert len({r.data.tags[layout.TAG_TRIAL_KEY] for r in trials}) == 12  # one run per key
+    assert len({r.data.tags[record_names.TAG_TRIAL_KEY] for r in trials}) == 12  # one run per key
 
-    statuses = {r.data.tags[layout.TAG_STATUS] for r in search}
-    assert statuses <= {layout.Status.FINISHED, layout.Status.EARLY_STOPPED}
-    early = [r for r in search if r.data.tags[layout.TAG_STATUS] == layout.Status.EARLY_STOPPED]
+    statuses = {r.data.tags[record_names.TAG_STATUS] for r in search}
+    assert statuses <= {record_names.Status.FINISHED, record_names.Status.EARLY_STOPPED}
+    early = [
+        r
+        for r in search
+        if r.data.tags[record_names.TAG_STATUS] == record_names.Status.EARLY_STOPPED
+    ]
     assert early, "ASHA stopped no trial: the test lost its signal"
     assert all(r.info.status == "FINISHED" for r in early)
 
     for group in ("dummy/pretrained/full", "dummy/random/full"):
         studied = _study_trials(out, "search", group)
         assert len(studied) == 4 and all(t.state.name == "COMPLETE" for t in studied)
-        members = [r for r in search if r.data.tags[layout.TAG_GROUP] == group]
-        finished = [r for r in members if r.data.tags[layout.TAG_STATUS] == "finished"]
-        top = max(r.data.metrics[layout.METRIC_VALID_ACC] for r in finished)  # latest = best
-        tied = [r for r in finished if r.data.metrics[layout.METRIC_VALID_ACC] == top]
+        members = [r for r in search if r.data.tags[record_names.TAG_GROUP] == group]
+        finished = [r for r in members if r.data.tags[record_names.TAG_STATUS] == "finished"]
+        top = max(r.data.metrics[record_names.METRIC_VALID_ACC] for r in finished)  # latest = best
+        tied = [r for r in finished if r.data.metrics[record_names.METRIC_VALID_ACC] == top]
         best = min(tied, key=lambda r: r.info.start_time)  # ties: the earliest started
-        chosen = [r for r in confirm if r.data.tags[layout.TAG_GROUP] == group]
-        assert sorted(int(r.data.tags[layout.TAG_SEED]) for r in chosen) == [2, 3]
-        searched = best.data.tags[layout.TAG_SEARCH_PARAMS]
+        chosen = [r for r in confirm if r.data.tags[record_names.TAG_GROUP] == group]
+        assert sorted(int(r.data.tags[record_names.TAG_SEED]) for r in chosen) == [2, 3]
+        searched = best.data.tags[record_names.TAG_SEARCH_PARAMS]
         for run in chosen:  # the best finished search trial's values, confirmed
-            assert run.data.tags[layout.TAG_SEARCH_PARAMS] == searched
+            assert run.data.tags[record_names.TAG_SEARCH_PARAMS] == searched
             assert run.data.params["train.lr"] == best.data.params["train.lr"]
 
     report = _logged_summary(out, parents[0].info.run_id)  # what `sweeper run` summarised
@@ -193,9 +197,9 @@ def test_killed_search_resumes_its_study(tmp_path, tmp_path_factory):
     assert after[2].params == killed.params
 
     _, runs_after = runs_by_role(out, "searchresume")
-    search = [r for r in runs_after if r.data.tags[layout.TAG_STAGE] == "search"]
+    search = [r for r in runs_after if r.data.tags[record_names.TAG_STAGE] == "search"]
     assert len(search) == 3  # the killed trial continued its own run
     assert {r.info.run_id for r in runs_before} <= {r.info.run_id for r in search}
     assert all(r.info.status == "FINISHED" for r in runs_after)
-    assert len([r for r in runs_after if r.data.tags[layout.TAG_STAGE] == "confirm"]) == 1
+    assert len([r for r in runs_after if r.data.tags[record_names.TAG_STAGE] == "confirm"]) == 1
     assert "note: confirm seed(s) [1] were also tuning seeds" in resumed.stdout

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper import layout
+from sweeper import record_names
 from tests.support.reliability import record
 from tests.support.sweeps import (
     kill_group,
@@ -77,7 +77,7 @@ def test_a_signal_stops_the_sweep_gracefully(tmp_path, tmp_path_factory, signum,
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     _, after = runs_by_role(out, "sig15")
     assert {t.info.run_id for t in after} == {t.info.run_id for t in trials}
-    assert {t.data.tags[layout.TAG_STATUS] for t in after} == {layout.Status.FINISHED}
+    assert {t.data.tags[record_names.TAG_STATUS] for t in after} == {record_names.Status.FINISHED}
     record(
         "c2. SIGINT / SIGTERM to the driver",
         "Ctrl-C (SIGINT to the process group) or SIGTERM (to the driver) while two dummy "

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sweeper import layout
+from sweeper import record_names
 from tests.support.cluster import mlflow_server
 from tests.support.sweeps import new_sweep, roles_in, run_sweeper, runs_by_role
 
@@ -40,7 +40,7 @@ def _spec(tmp_path, tmp_path_factory, name, steps=PRETRAIN["steps"]):
 
 def _by_init(out, name):
     _, trials = runs_by_role(out, name)
-    return {run.data.tags[layout.TAG_INIT]: run for run in trials}
+    return {run.data.tags[record_names.TAG_INIT]: run for run in trials}
 
 
 def test_random_trials_do_not_wait_for_pretraining(tmp_path, tmp_path_factory):
@@ -64,10 +64,10 @@ def test_random_trials_do_not_wait_for_pretraining(tmp_path, tmp_path_factory):
     # The random trial's trainer started (its job file is written as it starts) while
     # the stage was still pretraining. Not "ended before": at nice 19 beside a stage
     # that keeps every core, a trial may finish just after it on a fast machine.
-    assert (beside / layout.TRIAL_CONFIG_FILE).stat().st_mtime < written
+    assert (beside / record_names.TRIAL_CONFIG_FILE).stat().st_mtime < written
     assert runs["pretrained"].info.start_time < written * 1000  # queued, then waited
     (folder,) = (out / "trials").glob("dummy-pretrained-*")
-    job = json.loads((folder / layout.TRIAL_CONFIG_FILE).read_text(encoding="utf-8"))
+    job = json.loads((folder / record_names.TRIAL_CONFIG_FILE).read_text(encoding="utf-8"))
     assert job["init"] == "pretrained" and (out / "init") in Path(job["init_checkpoint"]).parents
     # beside the stage a trainer yields the CPU to it; after the stage, normal priority
     assert _command(beside).startswith("$ nice -n 19 ")
@@ -76,7 +76,7 @@ def test_random_trials_do_not_wait_for_pretraining(tmp_path, tmp_path_factory):
 
 def _command(folder: Path) -> str:
     """The trainer's command line, the first line of its log."""
-    return (folder / layout.TRAINER_LOG_FILE).read_text(encoding="utf-8").splitlines()[0]
+    return (folder / record_names.TRAINER_LOG_FILE).read_text(encoding="utf-8").splitlines()[0]
 
 
 def test_a_failed_pretraining_fails_only_the_pretrained_trials(tmp_path, tmp_path_factory):
@@ -90,7 +90,7 @@ def test_a_failed_pretraining_fails_only_the_pretrained_trials(tmp_path, tmp_pat
     assert runs["random"].info.status == "FINISHED"
     pretrained = runs["pretrained"]
     assert pretrained.info.status == "FAILED"
-    assert pretrained.data.tags[layout.TAG_ERROR].startswith("pretraining failed: ")
+    assert pretrained.data.tags[record_names.TAG_ERROR].startswith("pretraining failed: ")
     assert not list((out / "trials").glob("dummy-pretrained-*/events.jsonl"))  # never trained
 
     (out / "pretrained").unlink()

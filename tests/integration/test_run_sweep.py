@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from sweeper import layout
+from sweeper import record_names
 from tests.support.reliability import record
 from tests.support.sweeps import (
     TRAIN,
@@ -50,24 +50,28 @@ def test_a_grid_of_real_trials_is_recorded(tmp_path, tmp_path_factory):
     assert parent.info.status == "FINISHED"
     assert {"spec.yaml", "spec.resolved.json", "report"} <= set(artifacts(out, parent.info.run_id))
     assert parent.data.tags["sweeper.version.ray"] and parent.data.tags["sweeper.ray_resources"]
-    assert {t.data.tags[layout.TAG_FRAMEWORK] for t in trials} == {"fairseq", "hf"}
-    assert len({t.data.tags[layout.TAG_TRIAL_KEY] for t in trials}) == 2
+    assert {t.data.tags[record_names.TAG_FRAMEWORK] for t in trials} == {"fairseq", "hf"}
+    assert len({t.data.tags[record_names.TAG_TRIAL_KEY] for t in trials}) == 2
     for run in trials:
         tags, run_id = run.data.tags, run.info.run_id
-        assert run.info.status == "FINISHED", tags.get(layout.TAG_ERROR)
-        assert tags[layout.TAG_STATUS] == layout.Status.FINISHED
+        assert run.info.status == "FINISHED", tags.get(record_names.TAG_ERROR)
+        assert tags[record_names.TAG_STATUS] == record_names.Status.FINISHED
         assert tags["mlflow.parentRunId"] == parent.info.run_id
-        assert tags[layout.TAG_STAGE] == "grid" and tags[layout.TAG_SEED] == "1"
-        assert tags[layout.TAG_RAY_TRIAL_ID]
-        assert "(127.0.0.1, " in tags[layout.TAG_NODE]  # embedded Ray stays on loopback
-        trained_with = json.loads(tags[layout.TAG_VERSIONS])  # sent from the trial's node
+        assert tags[record_names.TAG_STAGE] == "grid" and tags[record_names.TAG_SEED] == "1"
+        assert tags[record_names.TAG_RAY_TRIAL_ID]
+        assert "(127.0.0.1, " in tags[record_names.TAG_NODE]  # embedded Ray stays on loopback
+        trained_with = json.loads(tags[record_names.TAG_VERSIONS])  # sent from the trial's node
         assert trained_with["torch"] == parent.data.tags["sweeper.version.torch"]
-        assert int(tags[layout.TAG_TRAINABLE_PARAMS]) > 0
+        assert int(tags[record_names.TAG_TRAINABLE_PARAMS]) > 0
         assert run.data.params["train.batch_size"] == "2"
         steps = [TRAIN // 2, 2 * TRAIN // 2]
-        for key in (layout.METRIC_VALID_ACC, layout.METRIC_TEST_ACC, layout.METRIC_EPOCH):
+        for key in (
+            record_names.METRIC_VALID_ACC,
+            record_names.METRIC_TEST_ACC,
+            record_names.METRIC_EPOCH,
+        ):
             assert [s for s, _ in history(out, run_id, key)] == steps, key
-        assert [s for s, _ in history(out, run_id, layout.METRIC_TRAIN_LOSS)] == [25, 50, 75]
+        assert [s for s, _ in history(out, run_id, record_names.METRIC_TRAIN_LOSS)] == [25, 50, 75]
         for key in ("process_memory_usage_megabytes", "process_cpu_utilization_percentage"):
             sampled = history(out, run_id, f"system/{key}")  # the run page's System metrics
             assert set(steps) <= {s for s, _ in sampled}, key  # each validation point
@@ -77,7 +81,7 @@ def test_a_grid_of_real_trials_is_recorded(tmp_path, tmp_path_factory):
         assert {"checkpoints", "trial.json", "trainer.log", "events.jsonl"} <= set(
             artifacts(out, run_id)
         )
-        assert artifacts(out, run_id, layout.ARTIFACT_BEST_CHECKPOINT)
+        assert artifacts(out, run_id, record_names.ARTIFACT_BEST_CHECKPOINT)
 
     assert_runs_carry_table1(spec, trials)  # fairseq's and HF's best_* metrics
     # The stored best checkpoints, reloaded by each framework, give the recorded accuracy.

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from sweeper import layout
+from sweeper import record_names
 from tests.support.reliability import record
 from tests.support.sweeps import (
     history,
@@ -66,7 +66,7 @@ def test_a_second_driver_is_refused_naming_the_first(tmp_path, tmp_path_factory)
     _, trials = runs_by_role(out, "twodrivers")
     assert len(trials) == 4
     for run in trials:
-        steps = [s for s, _ in history(out, run.info.run_id, layout.METRIC_TRAIN_LOSS)]
+        steps = [s for s, _ in history(out, run.info.run_id, record_names.METRIC_TRAIN_LOSS)]
         assert steps == list(range(1, 21)), run.info.run_name  # every point once
     record(
         "c3. a second driver on a running sweep",

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper import layout
+from sweeper import record_names
 from tests.support.sweeps import new_sweep, run_sweeper, runs_by_role
 
 pytestmark = pytest.mark.integration
@@ -74,7 +74,7 @@ def test_demo_data_decides_init_and_ends_framework_with_its_interval(tmp_path):
             assert low is None or (low <= 0 <= high and (low <= -3 or high >= 3))
     assert all(c["n_pairs"] == 6 and c["paired"] for c in comparisons)
     out = tmp_path / "runs" / "demo"
-    keys = [t.data.tags[layout.TAG_TRIAL_KEY] for t in runs_by_role(out, "decide")[1]]
+    keys = [t.data.tags[record_names.TAG_TRIAL_KEY] for t in runs_by_role(out, "decide")[1]]
     assert len(keys) == len(set(keys)) == 24
 
 
@@ -109,15 +109,15 @@ def test_seeds_go_only_to_undecided_groups(tmp_path, tmp_path_factory):
 
     parents, trials = runs_by_role(out, "decide")
     assert len(parents) == 1
-    plan = json.loads(parents[0].data.tags[layout.TAG_SEQUENTIAL_PLAN])
+    plan = json.loads(parents[0].data.tags[record_names.TAG_SEQUENTIAL_PLAN])
     assert (plan["start"], plan["batch"], plan["max_seeds"], plan["margin"]) == (4, 2, 6, 2.0)
-    keys = [t.data.tags[layout.TAG_TRIAL_KEY] for t in trials]
+    keys = [t.data.tags[record_names.TAG_TRIAL_KEY] for t in trials]
     assert len(keys) == len(set(keys)) == 16  # one run per key
     seeds: dict[str, set[int]] = {}
     for run in trials:
         assert run.info.status == "FINISHED"
         lr = run.data.params["train.lr"]
-        seeds.setdefault(lr, set()).add(int(run.data.tags[layout.TAG_SEED]))
+        seeds.setdefault(lr, set()).add(int(run.data.tags[record_names.TAG_SEED]))
     assert seeds == {"0.001": set(range(1, 7)), "0.002": set(range(1, 7)), "0.1": {1, 2, 3, 4}}
 
     report = run_sweeper("summarize", spec, "--format", "json", "--no-log")
@@ -161,7 +161,7 @@ def test_a_fixed_seed_sweep_keeps_the_fixed_n_table(tmp_path, tmp_path_factory):
     done = run_sweeper("run", spec, extra=NOISE)
     assert done.returncode == 0, done.stderr[-3000:]
     parents, _ = runs_by_role(out, "fixed")
-    assert layout.TAG_SEQUENTIAL_PLAN not in parents[0].data.tags
+    assert record_names.TAG_SEQUENTIAL_PLAN not in parents[0].data.tags
     summary = json.loads(run_sweeper("summarize", spec, "--format", "json", "--no-log").stdout)
     assert summary["plan"] is None
     (c,) = summary["comparisons"]

@@ -26,13 +26,13 @@ import sys, time
 from pathlib import Path
 from sweeper.specio import load_spec
 from sweeper.tracking.server import open_store
-from sweeper.tracking.store import tracking_uri
+from sweeper.tracking.store import spec_store_uri
 
 spec = load_spec(Path(sys.argv[1]))
 go = Path(sys.argv[2])
 while not go.exists():
     time.sleep(0.005)
-client, experiment_id = open_store(spec, tracking_uri(spec))
+client, experiment_id = open_store(spec, spec_store_uri(spec))
 print("experiment", experiment_id, len(client.search_experiments()))
 """
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from test_summarize_store import Trial, write_experiment
 
-from sweeper import layout
+from sweeper import record_names
 from sweeper.cli.main import main
 from sweeper.trainers.base import TrialJob
 from sweeper.trainers.dummy import _accuracy
@@ -61,11 +61,11 @@ def _upload(client, run_id: str, seed: int, tmp: Path, best_step: int | None) ->
     """What a finished trial uploads: trial.json, and checkpoints/best unless None."""
     folder = tmp / f"upload-{seed}"
     (folder / "best").mkdir(parents=True)
-    _job(seed).save(folder / layout.ARTIFACT_TRIAL_CONFIG)
-    client.log_artifact(run_id, str(folder / layout.ARTIFACT_TRIAL_CONFIG))
+    _job(seed).save(folder / record_names.ARTIFACT_TRIAL_CONFIG)
+    client.log_artifact(run_id, str(folder / record_names.ARTIFACT_TRIAL_CONFIG))
     if best_step is not None:
         (folder / "best" / "best.json").write_text(json.dumps({"step": best_step}))
-        client.log_artifacts(run_id, str(folder / "best"), layout.ARTIFACT_BEST_CHECKPOINT)
+        client.log_artifacts(run_id, str(folder / "best"), record_names.ARTIFACT_BEST_CHECKPOINT)
 
 
 @pytest.fixture
@@ -100,7 +100,7 @@ def test_evaluate_reports_agreement_mismatch_and_missing(store, tmp_path, capsys
     assert missing["measured"] is None and "artifact missing" in missing["problem"]
     assert "| dummy-pretrained-s1 | dummy | 30 |" in captured.out
     assert "MISMATCH" in captured.out and "1 of 3 agree." in captured.out
-    logged = client.list_artifacts(made["parent"], layout.ARTIFACT_REPORT_DIR)
+    logged = client.list_artifacts(made["parent"], record_names.ARTIFACT_REPORT_DIR)
     assert {"report/evaluation.md", "report/evaluation.json"} <= {a.path for a in logged}
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 import pytest
 import scipy.stats
 
-from sweeper import layout
+from sweeper import record_names
 from sweeper.cli.main import main
 from sweeper.summarize import SummarizeError, summarize
 
@@ -39,7 +39,7 @@ class Trial:
     method: str = "full"
     sweep: str | None = None
     key: str | None = None
-    status: str = layout.Status.FINISHED
+    status: str = record_names.Status.FINISHED
     mlflow_status: str = "FINISHED"
     stage: str = "grid"
     error: str | None = None
@@ -57,25 +57,25 @@ def write_trial(client, experiment_id: str, parent_id: str | None, trial: Trial,
     from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
     tags = {
-        layout.TAG_ROLE: layout.ROLE_TRIAL,
-        layout.TAG_TRIAL_KEY: trial.key or f"{trial.group}-s{trial.seed}",
-        layout.TAG_GROUP: trial.group,
-        layout.TAG_SEED: str(trial.seed),
-        layout.TAG_INIT: trial.init,
-        layout.TAG_FRAMEWORK: trial.framework,
-        layout.TAG_METHOD: trial.method,
-        layout.TAG_STATUS: trial.status,
-        layout.TAG_STAGE: trial.stage,
+        record_names.TAG_ROLE: record_names.ROLE_TRIAL,
+        record_names.TAG_TRIAL_KEY: trial.key or f"{trial.group}-s{trial.seed}",
+        record_names.TAG_GROUP: trial.group,
+        record_names.TAG_SEED: str(trial.seed),
+        record_names.TAG_INIT: trial.init,
+        record_names.TAG_FRAMEWORK: trial.framework,
+        record_names.TAG_METHOD: trial.method,
+        record_names.TAG_STATUS: trial.status,
+        record_names.TAG_STAGE: trial.stage,
         **trial.extra_tags,
     }
     if parent_id:
         tags[MLFLOW_PARENT_RUN_ID] = parent_id
     if trial.sweep:
-        tags[layout.TAG_SWEEP] = trial.sweep
+        tags[record_names.TAG_SWEEP] = trial.sweep
     if trial.error:
-        tags[layout.TAG_ERROR] = trial.error
+        tags[record_names.TAG_ERROR] = trial.error
     if trial.trainable is not None:
-        tags[layout.TAG_TRAINABLE_PARAMS] = str(trial.trainable)
+        tags[record_names.TAG_TRAINABLE_PARAMS] = str(trial.trainable)
     start = T0 + 1000 * order
     run = client.create_run(
         experiment_id,
@@ -87,13 +87,13 @@ def write_trial(client, experiment_id: str, parent_id: str | None, trial: Trial,
     for i, (step, value) in enumerate(trial.valid):
         ts = start + 10 * i
         metrics += [
-            Metric(layout.METRIC_VALID_ACC, value, ts, step),
-            Metric(layout.METRIC_EPOCH, step / 225, ts, step),
-            Metric(layout.METRIC_WALL_TIME, step / 10, ts, step),
-            Metric(layout.METRIC_VALID_LOSS, 1 - value / 100, ts, step),
+            Metric(record_names.METRIC_VALID_ACC, value, ts, step),
+            Metric(record_names.METRIC_EPOCH, step / 225, ts, step),
+            Metric(record_names.METRIC_WALL_TIME, step / 10, ts, step),
+            Metric(record_names.METRIC_VALID_LOSS, 1 - value / 100, ts, step),
         ]
     for i, (step, value) in enumerate(trial.test):
-        metrics.append(Metric(layout.METRIC_TEST_ACC, value, start + 10 * i + 1, step))
+        metrics.append(Metric(record_names.METRIC_TEST_ACC, value, start + 10 * i + 1, step))
     client.log_batch(run.info.run_id, metrics=metrics)
     if trial.mlflow_status != "RUNNING":
         client.set_terminated(run.info.run_id, trial.mlflow_status, end_time=start + 500)
@@ -106,7 +106,7 @@ def write_experiment(client, name: str, trials: list[Trial], parent: bool = True
     parent_id = None
     if parent:
         parent_run = client.create_run(
-            experiment_id, start_time=T0, tags={layout.TAG_ROLE: layout.ROLE_SWEEP}
+            experiment_id, start_time=T0, tags={record_names.TAG_ROLE: record_names.ROLE_SWEEP}
         )
         parent_id = parent_run.info.run_id
     ids = [write_trial(client, experiment_id, parent_id, t, i + 1) for i, t in enumerate(trials)]
@@ -202,7 +202,7 @@ def edge_trials() -> list[Trial]:
             4,
             [(10, 50.0)],
             [(10, 50.0)],
-            status=layout.Status.FAILED,
+            status=record_names.Status.FAILED,
             mlflow_status="FAILED",
             error="Traceback (most recent call last):\n  ...\nRuntimeError: CUDA out of memory\n",
         ),
@@ -212,11 +212,16 @@ def edge_trials() -> list[Trial]:
             5,
             [(10, 50.0)],
             [(10, 50.0)],
-            status=layout.Status.RUNNING,
+            status=record_names.Status.RUNNING,
             mlflow_status="RUNNING",
         ),
         Trial(
-            "hf", "pretrained", 6, [(10, 50.0)], [(10, 50.0)], status=layout.Status.EARLY_STOPPED
+            "hf",
+            "pretrained",
+            6,
+            [(10, 50.0)],
+            [(10, 50.0)],
+            status=record_names.Status.EARLY_STOPPED,
         ),
         # best validation at 30, but test accuracy only logged at 10 and 20
         Trial("hf", "pretrained", 7, pts(s[:3], [60, 61, 62]), pts(s[:2], [50, 51])),
@@ -423,16 +428,16 @@ def test_sqlite_history_path_restores_nan_like_mlflow(store):
     client = store["client"]
     run_id = store["edge"]["runs"][1]
     by_path = {
-        path: load_histories(client, [run_id], [layout.METRIC_VALID_ACC], path)[run_id]
+        path: load_histories(client, [run_id], [record_names.METRIC_VALID_ACC], path)[run_id]
         for path in ("sqlite", "bulk", "per_run")
     }
     for history in by_path.values():
-        points = history[layout.METRIC_VALID_ACC]
+        points = history[record_names.METRIC_VALID_ACC]
         assert [p.step for p in points] == [10, 20, 30, 40, 50]
         assert math.isnan(points[-1].value)
     assert (
-        by_path["sqlite"][layout.METRIC_VALID_ACC][:4]
-        == by_path["per_run"][layout.METRIC_VALID_ACC][:4]
+        by_path["sqlite"][record_names.METRIC_VALID_ACC][:4]
+        == by_path["per_run"][record_names.METRIC_VALID_ACC][:4]
     )
 
 
@@ -561,8 +566,8 @@ def test_cli_out_writes_files_and_logs_to_parent(store, tmp_path, capsys):
 
     client = store["client"]
     parent = store["lab"]["parent"]
-    logged = {a.path for a in client.list_artifacts(parent, layout.ARTIFACT_REPORT_DIR)}
-    assert logged == {f"{layout.ARTIFACT_REPORT_DIR}/{name}" for name in expected}
+    logged = {a.path for a in client.list_artifacts(parent, record_names.ARTIFACT_REPORT_DIR)}
+    assert logged == {f"{record_names.ARTIFACT_REPORT_DIR}/{name}" for name in expected}
     metrics = client.get_run(parent).data.metrics
     assert metrics["summary/fairseq/pretrained/full/test_accuracy_mean"] == pytest.approx(79.5)
     assert metrics["summary/fairseq/random/full/test_accuracy_mean"] == pytest.approx(66.5)
@@ -666,9 +671,9 @@ def test_logging_the_report_marks_runs_without_best_checkpoint_metrics(store, tm
     log_report(client, summary, write_report(summary, tmp_path / "report", figures=False))
     for trial in summary.trials:
         metrics = client.get_run(trial.run_id).data.metrics
-        assert metrics[layout.METRIC_BEST_TEST_ACC] == trial.test_value
-        assert metrics[layout.METRIC_BEST_VALID_ACC] == trial.best_valid
-        assert metrics[layout.METRIC_BEST_STEP] == trial.best_step
+        assert metrics[record_names.METRIC_BEST_TEST_ACC] == trial.test_value
+        assert metrics[record_names.METRIC_BEST_VALID_ACC] == trial.best_valid
+        assert metrics[record_names.METRIC_BEST_STEP] == trial.best_step
     again = summarize("unmarked", store["uri"], client=client)
     assert again.unmarked == ()  # marked once, not on every summary
     parent = client.get_run(summary.parent_run_id).data.metrics
@@ -739,7 +744,7 @@ def test_an_unchanged_report_is_not_logged_again_and_mlflow_is_not_imported(stor
     first = summarise()
     assert f"report logged to parent run {made['parent']}" in first
     tags = client.get_run(made["parent"]).data.tags
-    assert len(tags[layout.TAG_REPORT_DIGEST]) == 64
+    assert len(tags[record_names.TAG_REPORT_DIGEST]) == 64
     logged_points = len(
         client.get_metric_history(made["parent"], "summary/fairseq/random/full/test_accuracy_mean")
     )
@@ -761,8 +766,8 @@ def test_an_unchanged_report_is_not_logged_again_and_mlflow_is_not_imported(stor
     third = summarise()
     assert f"report logged to parent run {made['parent']}" in third
     assert (
-        client.get_run(made["parent"]).data.tags[layout.TAG_REPORT_DIGEST]
-        != (tags[layout.TAG_REPORT_DIGEST])
+        client.get_run(made["parent"]).data.tags[record_names.TAG_REPORT_DIGEST]
+        != (tags[record_names.TAG_REPORT_DIGEST])
     )
 
 
@@ -782,7 +787,7 @@ def test_a_report_logged_without_figures_is_logged_again_with_them(store, tmp_pa
 
     assert main([*argv, "--format", "json"]) == 0
     assert f"report logged to parent run {made['parent']}" in capsys.readouterr().err
-    logged = client.list_artifacts(made["parent"], layout.ARTIFACT_REPORT_DIR)
+    logged = client.list_artifacts(made["parent"], record_names.ARTIFACT_REPORT_DIR)
     assert {"curves.png", "test_accuracy.png"} <= {a.path.split("/")[-1] for a in logged}
     assert main([*argv, "--format", "json"]) == 0
     assert "report unchanged since it was logged" in capsys.readouterr().err

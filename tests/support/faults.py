@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from sweeper import layout
+from sweeper import record_names
 from sweeper.trainers.events import read_events
 from sweeper.tune.trainable import event_points
 from tests.support.sweeps import runs_by_role, shared, sweeper_command
@@ -57,7 +57,7 @@ def trial_folder(out: Path, seed: int) -> Path | None:
 
 def checkpoint_step(folder: Path) -> int:
     """The step of the trial's last checkpoint (0: none yet)."""
-    last = folder / layout.CHECKPOINT_DIR / "last.json"
+    last = folder / record_names.CHECKPOINT_DIR / "last.json"
     with contextlib.suppress(OSError, ValueError):
         return int(json.loads(last.read_text())["step"])
     return 0
@@ -151,12 +151,12 @@ def compare_with_events(
     corrections); that is neither missing nor extra. Metrics in `ignore` are left out."""
     expected = {
         (key, int(step)): float(value)
-        for event in read_events(folder / layout.EVENTS_FILE)
+        for event in read_events(folder / record_names.EVENTS_FILE)
         for step, key, value in event_points(event)
         if key not in ignore
     }
     history: dict[tuple[str, int], list[tuple[int, float]]] = {}
-    for key in ({k for k, _ in expected} | set(layout.METRIC_NAMES)) - set(ignore):
+    for key in ({k for k, _ in expected} | set(record_names.METRIC_NAMES)) - set(ignore):
         for m in client.get_metric_history(run.info.run_id, key):
             history.setdefault((key, m.step), []).append((m.timestamp, m.value))
     latest = {where: max(points)[1] for where, points in history.items()}
@@ -173,5 +173,5 @@ def by_seed(trials: list[Any]) -> dict[int, list[Any]]:
     """Trial runs grouped by their seed tag (a key with two runs is a duplicate)."""
     grouped: dict[int, list[Any]] = {}
     for run in trials:
-        grouped.setdefault(int(run.data.tags[layout.TAG_SEED]), []).append(run)
+        grouped.setdefault(int(run.data.tags[record_names.TAG_SEED]), []).append(run)
     return grouped

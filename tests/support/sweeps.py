@@ -160,7 +160,7 @@ def artifacts(out: Path, run_id: str, path: str | None = None) -> list[str]:
 def assert_runs_carry_table1(spec: Path, runs: list[Any]) -> None:
     """Each trial run's best-checkpoint metrics (what the MLflow runs table shows) are
     Table 1's numbers (`sweeper summarize --format json`)."""
-    from sweeper import layout
+    from sweeper import record_names
 
     summary = run_sweeper("summarize", spec, "--format", "json", "--no-log")
     assert summary.returncode == 0, summary.stderr[-3000:]
@@ -168,6 +168,6 @@ def assert_runs_carry_table1(spec: Path, runs: list[Any]) -> None:
     assert {run.info.run_id for run in runs} == set(table1)
     for run in runs:
         row, metrics = table1[run.info.run_id], run.data.metrics
-        assert metrics[layout.METRIC_BEST_TEST_ACC] == row["test_accuracy"], run.info.run_name
-        assert metrics[layout.METRIC_BEST_VALID_ACC] == row["best_valid_accuracy"]
-        assert metrics[layout.METRIC_BEST_STEP] == row["best_step"]
+        assert metrics[record_names.METRIC_BEST_TEST_ACC] == row["test_accuracy"], run.info.run_name
+        assert metrics[record_names.METRIC_BEST_VALID_ACC] == row["best_valid_accuracy"]
+        assert metrics[record_names.METRIC_BEST_STEP] == row["best_step"]

@@ -21,7 +21,7 @@ from sweeper.selection import Selection
 from sweeper.specio import SpecError, load_spec
 from sweeper.trainers.events import MetricEvent
 from sweeper.trainers.lm_data import IGNORE, AnswerDataset, collate
-from sweeper.trials import expand
+from sweeper.trial_keys import expand
 from tests.support.specs import SWEEPS, minimal_spec
 
 ARCH = {"layers": 1, "embed_dim": 16, "ffn_dim": 32, "heads": 2, "max_positions": 32}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sweeper.data.encode import EncodedSplit, truncate_pair
-from sweeper.data.stats import split_stats
+from sweeper.data.split_stats import split_stats
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from sweeper import layout
+from sweeper import record_names
 from sweeper.engine import EXIT_BAD_INPUT, EXIT_FAILED, RunOptions, SweepError
 from sweeper.specio import validate_mapping
 from tests.support.specs import minimal_spec
@@ -59,21 +59,21 @@ def test_options_say_how_to_resume():
 
 
 def test_open_and_plan_applies_the_resume_rules(tmp_path, template_store, capsys):
-    from sweeper.engine.store import open_and_plan
+    from sweeper.engine.open_store import open_and_plan
     from sweeper.engine.sweep import open_grid
     from sweeper.tracking.runs import create_trial_run
 
     spec = _spec(tmp_path, template_store)
     sweep = open_grid(_options(), spec)
     keys = list(sweep.trials)
-    assert len(keys) == 2 and sweep.plan.create == keys and sweep.stage == layout.Stage.GRID
+    assert len(keys) == 2 and sweep.plan.create == keys and sweep.stage == record_names.Stage.GRID
     assert "sweep 'eng' (experiment 'eng' at sqlite:///" in capsys.readouterr().out
     assert sweep.uri == f"sqlite:///{Path(spec.output_dir) / 'mlflow.db'}"
 
     client = sweep.client
     done, cut = (create_trial_run(client, sweep.experiment_id, "p", sweep.trials[k]) for k in keys)
-    client.set_tag(done, layout.TAG_STATUS, layout.Status.FINISHED)
-    client.set_terminated(done, status=layout.RunState.FINISHED)
+    client.set_tag(done, record_names.TAG_STATUS, record_names.Status.FINISHED)
+    client.set_terminated(done, status=record_names.RunState.FINISHED)
 
     with pytest.raises(SweepError) as refused:  # runs exist, no --resume: bad input
         open_and_plan(_options(), spec, keys)
@@ -88,7 +88,7 @@ def test_open_and_plan_applies_the_resume_rules(tmp_path, template_store, capsys
 
 
 def test_an_unreachable_server_is_bad_input(tmp_path, template_store):
-    from sweeper.engine.store import open_and_plan
+    from sweeper.engine.open_store import open_and_plan
 
     spec = _spec(tmp_path, template_store)
     with pytest.raises(SweepError) as refused:
@@ -114,7 +114,7 @@ class FakeTuner:
                 pickled_error_file=None, error_file=None,
                 get_pickled_error=lambda: None, get_error=lambda: "Failure # 1\nboom",
             )  # fmt: skip
-            points = [[10, layout.METRIC_VALID_ACC, 60.0 + index]]
+            points = [[10, record_names.METRIC_VALID_ACC, 60.0 + index]]
             report = {"step": 10, "valid_accuracy": 60.0 + index, "points": points}
             self.callback.on_trial_start(iteration=1, trials=[], trial=trial)
             self.callback.on_trial_result(iteration=1, trials=[], trial=trial, result=report)
@@ -182,10 +182,12 @@ def test_run_grid_records_every_fate_and_resume_runs_only_the_rest(
     client = sweep.client
     runs = {key: client.get_run(fake_ray["ctx"].runs[key].run_id) for key in keys}
     assert runs[ok].info.status == "FINISHED"
-    assert runs[ok].data.tags[layout.TAG_STATUS] == layout.Status.FINISHED
-    assert runs[ok].data.tags[layout.TAG_TRAINABLE_PARAMS] == "5"
-    assert runs[ok].data.metrics[layout.METRIC_VALID_ACC] == 60.0
-    assert runs[bad].info.status == "FAILED" and "boom" in runs[bad].data.tags[layout.TAG_ERROR]
+    assert runs[ok].data.tags[record_names.TAG_STATUS] == record_names.Status.FINISHED
+    assert runs[ok].data.tags[record_names.TAG_TRAINABLE_PARAMS] == "5"
+    assert runs[ok].data.metrics[record_names.METRIC_VALID_ACC] == 60.0
+    assert (
+        runs[bad].info.status == "FAILED" and "boom" in runs[bad].data.tags[record_names.TAG_ERROR]
+    )
     assert runs[cut].info.status == "KILLED"  # interrupted: resumable
     (parent,) = (r for r in client.search_runs([sweep.experiment_id]) if r.info.run_id not in {
         run.info.run_id for run in runs.values()
@@ -259,7 +261,7 @@ def test_the_cli_prints_engine_errors_and_exits_with_their_status(
     tmp_path, monkeypatch, capsys, write_spec
 ):
     from sweeper.cli import run
-    from sweeper.engine import grid, preflight, store
+    from sweeper.engine import grid, open_store, preflight
 
     raw = minimal_spec()
     path = write_spec(raw)
@@ -268,7 +270,7 @@ def test_the_cli_prints_engine_errors_and_exits_with_their_status(
     assert capsys.readouterr().err == "error: m/model.pt: not found\n"
 
     monkeypatch.setattr(preflight, "preflight", lambda spec: [])
-    monkeypatch.setattr(store, "sweep_lease", lambda options, spec: contextlib.nullcontext())
+    monkeypatch.setattr(open_store, "sweep_lease", lambda options, spec: contextlib.nullcontext())
     seen = []
 
     def engine(options, spec):
@@ -291,11 +293,11 @@ def test_the_cli_prints_engine_errors_and_exits_with_their_status(
 
 def test_until_decided_flags_are_checked_and_reach_the_engine(monkeypatch, capsys, write_spec):
     from sweeper.cli import run
-    from sweeper.engine import preflight, store, until_decided
+    from sweeper.engine import open_store, preflight, until_decided
 
     path = write_spec(minimal_spec())  # grid.seed [1, 2, 3] by default
     monkeypatch.setattr(preflight, "preflight", lambda spec: [])
-    monkeypatch.setattr(store, "sweep_lease", lambda options, spec: contextlib.nullcontext())
+    monkeypatch.setattr(open_store, "sweep_lease", lambda options, spec: contextlib.nullcontext())
     seen = []
     monkeypatch.setattr(
         until_decided, "run_until_decided", lambda o, s, budget: seen.append(budget) or 0

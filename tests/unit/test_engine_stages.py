@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from sweeper.engine.options import RunOptions
-from sweeper.engine.stages import pretrain_beside, trial_order
+from sweeper.engine.stage_graph import pretrain_beside, trial_order
 from sweeper.engine.sweep import Sweep
 from sweeper.specio import validate_mapping
 from sweeper.tracking.runs import RunPlan
-from sweeper.trials import expand
+from sweeper.trial_keys import expand
 from tests.support.specs import minimal_spec
 
 
@@ -55,7 +55,7 @@ def test_trials_waiting_for_the_stage_are_queued_last(tmp_path: Path):
 
 def test_the_stage_takes_one_trial_slot_on_the_driver_node(tmp_path: Path):
     pytest.importorskip("ray")
-    from sweeper.tune.stages import stage_bundle
+    from sweeper.tune.pretrain_task import stage_bundle
 
     spec = _sweep(tmp_path, ["pretrained", "random"], cpu=2).spec
     node = {

@@ -12,7 +12,7 @@ from sweeper import frameworks
 from sweeper.specio import SpecError, validate_mapping
 from sweeper.trainers.base import TrialJob
 from sweeper.trainers.registry import get_trainer
-from sweeper.trials import expand
+from sweeper.trial_keys import expand
 from tests.support.specs import minimal_spec
 
 

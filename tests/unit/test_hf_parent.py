@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper import layout
+from sweeper import record_names
 from sweeper.trainers.base import TrialJob, log_interval, warmup_updates
 from sweeper.trainers.events import MetricEvent
 from sweeper.trainers.hf import (
@@ -41,7 +41,7 @@ def test_command_runs_the_child_on_the_saved_job(tmp_path):
     command = HFTrainer().command(job)
     assert command == [
         sys.executable, "-m", "sweeper.trainers.hf_main",
-        str(Path(job.out_dir) / layout.TRIAL_CONFIG_FILE),
+        str(Path(job.out_dir) / record_names.TRIAL_CONFIG_FILE),
     ]  # fmt: skip
 
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from sweeper import layout
+from sweeper import record_names
 from sweeper.trainers.base import TrialJob
 from sweeper.trainers.events import MetricEvent, best_validation, read_events
 from sweeper.trainers.registry import get_trainer
@@ -38,9 +38,9 @@ def test_events_stream_and_files(tmp_path):
     result = run_trainer(get_trainer("dummy"), _job(tmp_path), on_event=seen.append)
     assert [e.step for e in seen if e.split == "valid"] == [5, 10, 15]
     assert [e.step for e in seen if e.split == "test"] == [5, 10, 15]
-    assert read_events(result.out_dir / layout.EVENTS_FILE) == result.events
-    assert (result.out_dir / layout.TRIAL_CONFIG_FILE).exists()
-    assert "starting at step 0" in (result.out_dir / layout.TRAINER_LOG_FILE).read_text()
+    assert read_events(result.out_dir / record_names.EVENTS_FILE) == result.events
+    assert (result.out_dir / record_names.TRIAL_CONFIG_FILE).exists()
+    assert "starting at step 0" in (result.out_dir / record_names.TRAINER_LOG_FILE).read_text()
     assert result.checkpoints.best is not None and result.checkpoints.last is not None
 
 
@@ -69,7 +69,7 @@ def test_restart_resumes_and_keeps_one_event_per_step(tmp_path):
     with pytest.raises(TrainerError):
         run_trainer(get_trainer("dummy"), job)
     result = run_trainer(get_trainer("dummy"), job)
-    log = (result.out_dir / layout.TRAINER_LOG_FILE).read_text()
+    log = (result.out_dir / record_names.TRAINER_LOG_FILE).read_text()
     assert "starting at step 10" in log  # the last checkpoint, not step 0
     steps = [e.step for e in result.events if e.split == "train"]
     assert steps == list(range(1, 16))
@@ -81,10 +81,10 @@ def test_an_attempt_cut_mid_line_loses_only_that_line(tmp_path):
     job = _job(tmp_path, fail_at_step=12, fail_once_marker=str(tmp_path / "crashed"))
     with pytest.raises(TrainerError):
         run_trainer(get_trainer("dummy"), job)
-    events = tmp_path / "trial" / layout.EVENTS_FILE
+    events = tmp_path / "trial" / record_names.EVENTS_FILE
     with open(events, "a", encoding="utf-8") as torn:
         torn.write('{"accuracy": 35.0, "epo')  # no newline: the write was cut here
-    log = tmp_path / "trial" / layout.TRAINER_LOG_FILE
+    log = tmp_path / "trial" / record_names.TRAINER_LOG_FILE
     with open(log, "a", encoding="utf-8") as torn:
         torn.write("half a line")
     result = run_trainer(get_trainer("dummy"), job)
@@ -105,9 +105,9 @@ def test_caller_interrupt_kills_the_subprocess(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         run_trainer(get_trainer("dummy"), job, on_event=interrupt)
     assert stop.is_set()
-    size = (tmp_path / "trial" / layout.EVENTS_FILE).stat().st_size
+    size = (tmp_path / "trial" / record_names.EVENTS_FILE).stat().st_size
     time.sleep(0.6)
-    assert (tmp_path / "trial" / layout.EVENTS_FILE).stat().st_size == size
+    assert (tmp_path / "trial" / record_names.EVENTS_FILE).stat().st_size == size
 
 
 def test_best_validation_prefers_the_earliest_tie():
@@ -154,7 +154,7 @@ def test_timeout_is_the_trials_own(tmp_path, monkeypatch):
     """A `train.timeout_min` grid axis changes the trial key; it must change the limit too."""
     from sweeper.specio import validate_mapping
     from sweeper.trainers import trial as trial_module
-    from sweeper.trials import make_trial
+    from sweeper.trial_keys import make_trial
     from tests.support.specs import minimal_spec
 
     raw = minimal_spec()
@@ -209,5 +209,5 @@ def test_a_niced_trainer_runs_at_lower_priority(tmp_path):
 
     result = run_trainer(get_trainer("dummy"), job, on_event=on_event, nice=7)
     assert seen == [7]
-    log = (result.out_dir / layout.TRAINER_LOG_FILE).read_text(encoding="utf-8")
+    log = (result.out_dir / record_names.TRAINER_LOG_FILE).read_text(encoding="utf-8")
     assert log.splitlines()[0].startswith("$ nice -n 7 ")

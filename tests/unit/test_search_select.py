@@ -8,13 +8,13 @@ from dataclasses import replace
 
 from test_summarize_select import BASE
 
-from sweeper import layout
+from sweeper import record_names
 from sweeper.specio import validate_mapping
 from sweeper.summarize.records import Point, Summary
 from sweeper.summarize.search import pick_best, score, search_groups
 from sweeper.summarize.tables import to_markdown
 from sweeper.summarize.terminal import to_plain
-from sweeper.trials import make_trial
+from sweeper.trial_keys import make_trial
 from tests.support.specs import minimal_spec
 
 RUN = replace(
@@ -26,7 +26,7 @@ RUN = replace(
 )
 
 
-def _run(run_id, start, lr, status=layout.Status.FINISHED, group=None, mlflow="FINISHED"):
+def _run(run_id, start, lr, status=record_names.Status.FINISHED, group=None, mlflow="FINISHED"):
     return replace(
         RUN,
         run_id=run_id,
@@ -56,8 +56,12 @@ def test_best_skips_early_stopped_failed_and_ties_go_to_the_earliest():
     runs = [
         score(_run("late", 3000, 3e-4), _curve(70, 82), "max"),
         score(_run("early", 2000, 2e-4), _curve(82), "max"),
-        score(_run("stopped", 1000, 1e-3, layout.Status.EARLY_STOPPED), _curve(95), "max"),
-        score(_run("failed", 500, 1e-2, layout.Status.FAILED, mlflow="FAILED"), _curve(99), "max"),
+        score(_run("stopped", 1000, 1e-3, record_names.Status.EARLY_STOPPED), _curve(95), "max"),
+        score(
+            _run("failed", 500, 1e-2, record_names.Status.FAILED, mlflow="FAILED"),
+            _curve(99),
+            "max",
+        ),
     ]
     best = pick_best(runs, "max")
     assert best is not None and best.run.run_id == "early"
@@ -68,9 +72,9 @@ def test_best_skips_early_stopped_failed_and_ties_go_to_the_earliest():
 def test_search_groups_count_and_choose_per_group():
     runs = [
         _run("a1", 1, 1e-4),
-        _run("a2", 2, 2e-4, layout.Status.EARLY_STOPPED),
+        _run("a2", 2, 2e-4, record_names.Status.EARLY_STOPPED),
         _run("b1", 3, 3e-4, group="hf/random/full"),
-        _run("b2", 4, 4e-4, layout.Status.RUNNING, group="hf/random/full", mlflow="RUNNING"),
+        _run("b2", 4, 4e-4, record_names.Status.RUNNING, group="hf/random/full", mlflow="RUNNING"),
         replace(_run("g1", 5, 5e-4), stage="confirm"),  # not a search run
     ]
     histories = {r.run_id: {"valid_loss": _curve(0.5, 0.3)} for r in runs}
@@ -163,8 +167,8 @@ def test_a_trial_ending_without_its_final_report_is_early_stopped(tmp_path):
     recorder.drain()
 
     stopped, done = (client.get_run(runs[key]) for key in ("stopped", "done"))
-    assert stopped.data.tags[layout.TAG_STATUS] == layout.Status.EARLY_STOPPED
-    assert done.data.tags[layout.TAG_STATUS] == layout.Status.FINISHED
+    assert stopped.data.tags[record_names.TAG_STATUS] == record_names.Status.EARLY_STOPPED
+    assert done.data.tags[record_names.TAG_STATUS] == record_names.Status.FINISHED
     assert stopped.info.status == done.info.status == "FINISHED"
     assert callback.ended == {"stopped", "done"}
     assert all(view.status == FINISHED for view in views.values())

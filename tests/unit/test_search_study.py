@@ -143,7 +143,7 @@ def test_importances_are_undefined_below_two_trials_and_whole_for_one_param():
 )
 def test_run_refuses_what_the_search_engine_cannot_run(tmp_path, search, message):
     from sweeper.engine import EXIT_BAD_INPUT, SweepError
-    from sweeper.search.stages import check_search
+    from sweeper.search.run import check_search
 
     raw = minimal_spec()
     raw["grid"] = {"seed": [3, 4], "params": {"lora.r": [8, 16]}}

@@ -18,7 +18,7 @@ import yaml
 
 from sweeper.redact import MASK, redact, safe_name, secret_values
 from sweeper.specio import load_spec
-from sweeper.trials import expand
+from sweeper.trial_keys import expand
 from tests.support.specs import minimal_spec
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper import layout
+from sweeper import record_names
 from sweeper.selection import ACCURACY, Selection, best_metrics, metric_mode
 from sweeper.summarize.compare import compare
 from sweeper.summarize.decide import decide
@@ -74,7 +74,7 @@ def test_the_reporter_sends_every_metric_and_the_selected_best(tmp_path: Path):
 
 
 def test_selection_names_and_tag_round_trip():
-    assert ACCURACY.best_names() == layout.BEST_METRIC_NAMES
+    assert ACCURACY.best_names() == record_names.BEST_METRIC_NAMES
     assert LM.best_names()[:3] == (
         "best_valid_loss",
         "best_test_exact_match",

@@ -38,16 +38,16 @@ def test_is_better_is_strict() -> None:
 
 
 def test_best_metrics_name_a_best_point_and_leave_out_what_is_unknown():
-    from sweeper import layout
+    from sweeper import record_names
     from sweeper.selection import best_metrics
 
-    assert best_metrics(74.0, {layout.METRIC_TEST_ACC: 71.5}, 20, 2.0) == {
-        layout.METRIC_BEST_VALID_ACC: 74.0,
-        layout.METRIC_BEST_TEST_ACC: 71.5,
-        layout.METRIC_BEST_STEP: 20.0,
-        layout.METRIC_BEST_EPOCH: 2.0,
+    assert best_metrics(74.0, {record_names.METRIC_TEST_ACC: 71.5}, 20, 2.0) == {
+        record_names.METRIC_BEST_VALID_ACC: 74.0,
+        record_names.METRIC_BEST_TEST_ACC: 71.5,
+        record_names.METRIC_BEST_STEP: 20.0,
+        record_names.METRIC_BEST_EPOCH: 2.0,
     }
     assert set(best_metrics(74.0, {}, 20, None)) == {
-        layout.METRIC_BEST_VALID_ACC,
-        layout.METRIC_BEST_STEP,
+        record_names.METRIC_BEST_VALID_ACC,
+        record_names.METRIC_BEST_STEP,
     }

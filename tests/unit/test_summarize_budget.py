@@ -11,7 +11,7 @@ from test_search_select import _curve
 from test_search_select import _run as search_run
 from test_summarize_stats import trial
 
-from sweeper.layout import Stage, Status
+from sweeper.record_names import Stage, Status
 from sweeper.summarize.budget import expected_best, expected_best_curve
 from sweeper.summarize.core import _tuned_seeds
 from sweeper.summarize.figures import BUDGET_FILE, write_figures

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from sweeper import layout
+from sweeper import record_names
 from sweeper.summarize.records import CountedTrial, NotCounted, Point, RunRecord
 from sweeper.summarize.select import best_checkpoint, by_step, screen, select, status_reason
 
@@ -18,7 +18,7 @@ BASE = RunRecord(
     mlflow_status="FINISHED",
     start_time=1000,
     end_time=61000,
-    role=layout.ROLE_TRIAL,
+    role=record_names.ROLE_TRIAL,
     sweep="demo",
     trial_key="k1",
     group="hf/pretrained/full",
@@ -27,7 +27,7 @@ BASE = RunRecord(
     framework="hf",
     method="full",
     stage="grid",
-    status=layout.Status.FINISHED,
+    status=record_names.Status.FINISHED,
     error=None,
     trainable_params=None,
 )
@@ -39,9 +39,9 @@ def history(valid, test, epoch=None):
     def points(pairs):
         return tuple(Point(step, i, value) for i, (step, value) in enumerate(pairs))
 
-    out = {layout.METRIC_VALID_ACC: points(valid), layout.METRIC_TEST_ACC: points(test)}
+    out = {record_names.METRIC_VALID_ACC: points(valid), record_names.METRIC_TEST_ACC: points(test)}
     if epoch is not None:
-        out[layout.METRIC_EPOCH] = points(epoch)
+        out[record_names.METRIC_EPOCH] = points(epoch)
     return out
 
 
@@ -125,7 +125,7 @@ def test_best_validation_ties_go_to_the_earliest_step():
 
 def test_relogged_step_uses_the_latest_value_and_nan_is_ignored():
     result = best_checkpoint(
-        replace(BASE, latest={layout.METRIC_WALL_TIME: 42.0}),
+        replace(BASE, latest={record_names.METRIC_WALL_TIME: 42.0}),
         history(
             valid=[(100, 90.0), (200, 60.0), (100, 50.0), (200, float("nan"))],
             test=[(100, 10.0), (200, 20.0), (100, 11.0)],

@@ -8,7 +8,7 @@ import pytest
 
 from sweeper.specio import validate_mapping
 from sweeper.summarize.load import SummarizeError, check_store
-from sweeper.tracking import artifact_root, experiment_name, tracking_uri
+from sweeper.tracking import artifact_root, experiment_name, spec_store_uri
 from sweeper.tracking.store import sqlite_path
 
 
@@ -31,15 +31,15 @@ def spec(tmp_path: Path, **extra):
 def test_defaults_live_in_output_dir(tmp_path):
     s = spec(tmp_path)
     out = (tmp_path / "runs" / "demo").resolve()
-    assert tracking_uri(s) == f"sqlite:///{out}/mlflow.db"
-    assert tracking_uri(s).startswith("sqlite:////")  # absolute path: four slashes
+    assert spec_store_uri(s) == f"sqlite:///{out}/mlflow.db"
+    assert spec_store_uri(s).startswith("sqlite:////")  # absolute path: four slashes
     assert artifact_root(s) == out / "mlartifacts"
     assert experiment_name(s) == "demo"
 
 
 def test_tracking_block_overrides(tmp_path):
     s = spec(tmp_path, tracking={"uri": "http://127.0.0.1:5000", "experiment": "lab"})
-    assert tracking_uri(s) == "http://127.0.0.1:5000"
+    assert spec_store_uri(s) == "http://127.0.0.1:5000"
     assert experiment_name(s) == "lab"
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from sweeper.cli.main import main
 from sweeper.specio import load_spec
-from sweeper.trials import expand
+from sweeper.trial_keys import expand
 from tests.support.specs import SWEEPS
 
 SHIPPED = sorted(SWEEPS.glob("*.yaml"))

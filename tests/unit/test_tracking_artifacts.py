@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper import layout
+from sweeper import record_names
 from sweeper.tracking.artifacts import LOG_FILES, UploadError, upload_logs, upload_trial
 from sweeper.trainers.base import Checkpoints
 from sweeper.trainers.runner import TrialResult
@@ -38,9 +38,13 @@ def test_upload_trial_writes_the_layout(tmp_path, best_as_dir):
     result = _trial_folder(tmp_path, best_as_dir)
     store = tmp_path / "artifacts"
     names = upload_trial(result, store.as_uri(), tracking_uri="sqlite:///unused.db")
-    assert names[0] == layout.ARTIFACT_BEST_CHECKPOINT
-    best = layout.ARTIFACT_BEST_CHECKPOINT
-    expected = {layout.ARTIFACT_TRIAL_CONFIG, layout.ARTIFACT_TRAINER_LOG, layout.ARTIFACT_EVENTS}
+    assert names[0] == record_names.ARTIFACT_BEST_CHECKPOINT
+    best = record_names.ARTIFACT_BEST_CHECKPOINT
+    expected = {
+        record_names.ARTIFACT_TRIAL_CONFIG,
+        record_names.ARTIFACT_TRAINER_LOG,
+        record_names.ARTIFACT_EVENTS,
+    }
     if best_as_dir:
         expected |= {f"{best}/model.safetensors", f"{best}/config.json"}
     else:
@@ -63,10 +67,12 @@ def test_no_best_checkpoint_fails_the_upload(tmp_path):
 def test_upload_logs_skips_missing_files(tmp_path):
     out = tmp_path / "trial"
     out.mkdir()
-    (out / layout.TRAINER_LOG_FILE).write_text("crash\n")
+    (out / record_names.TRAINER_LOG_FILE).write_text("crash\n")
     store = tmp_path / "artifacts"
-    assert upload_logs(out, store.as_uri(), "sqlite:///unused.db") == [layout.ARTIFACT_TRAINER_LOG]
-    assert _files(store) == {layout.ARTIFACT_TRAINER_LOG}
+    assert upload_logs(out, store.as_uri(), "sqlite:///unused.db") == [
+        record_names.ARTIFACT_TRAINER_LOG
+    ]
+    assert _files(store) == {record_names.ARTIFACT_TRAINER_LOG}
 
 
 def test_an_unwritable_store_raises(tmp_path):

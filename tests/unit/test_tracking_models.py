@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sweeper import layout
+from sweeper import record_names
 from sweeper.tracking.models import TAG_CHECKPOINT, checkpoint_uri
 from sweeper.tracking.recorder import MetricLog, Recorder
 
@@ -15,11 +15,11 @@ def test_a_finished_trial_has_one_model_carrying_its_best_metrics(tmp_path):
     run_id = client.create_run(experiment, run_name="hf-random-full-s1").info.run_id
     recorder = Recorder(client, {"k1": run_id}, MetricLog())
     best = [
-        [30, layout.METRIC_BEST_TEST_ACC, 71.5],
-        [30, layout.METRIC_BEST_STEP, 20],
-        [30, layout.METRIC_BEST_VALID_ACC, 74.0],
+        [30, record_names.METRIC_BEST_TEST_ACC, 71.5],
+        [30, record_names.METRIC_BEST_STEP, 20],
+        [30, record_names.METRIC_BEST_VALID_ACC, 74.0],
     ]
-    recorder.result("k1", {"points": [[30, layout.METRIC_TRAIN_LOSS, 0.3], *best]})
+    recorder.result("k1", {"points": [[30, record_names.METRIC_TRAIN_LOSS, 0.3], *best]})
     recorder.result("k1", {"points": best})  # a report sent twice: nothing doubles
     recorder.finished("k1")
     recorder.drain()
@@ -28,9 +28,9 @@ def test_a_finished_trial_has_one_model_carrying_its_best_metrics(tmp_path):
     assert model.name == "hf-random-full-s1" and model.source_run_id == run_id
     assert model.status == "READY"
     assert model.tags[TAG_CHECKPOINT] == checkpoint_uri(run_id)
-    assert model.tags[layout.TAG_TRIAL_KEY] == "k1"
-    assert {m.key: m.value for m in model.metrics}[layout.METRIC_BEST_TEST_ACC] == 71.5
-    history = client.get_metric_history(run_id, layout.METRIC_BEST_TEST_ACC)
+    assert model.tags[record_names.TAG_TRIAL_KEY] == "k1"
+    assert {m.key: m.value for m in model.metrics}[record_names.METRIC_BEST_TEST_ACC] == 71.5
+    history = client.get_metric_history(run_id, record_names.METRIC_BEST_TEST_ACC)
     assert [(m.step, m.value) for m in history] == [(30, 71.5)]  # on the run, once
     assert client.get_run(run_id).info.status == "FINISHED"
 
@@ -42,7 +42,7 @@ def test_a_trial_without_a_best_checkpoint_gets_no_model(tmp_path):
     experiment = client.create_experiment("none", artifact_location=str(tmp_path / "art"))
     run_id = client.create_run(experiment).info.run_id
     recorder = Recorder(client, {"k1": run_id}, MetricLog())
-    recorder.result("k1", {"points": [[5, layout.METRIC_TRAIN_LOSS, 0.3]]})
+    recorder.result("k1", {"points": [[5, record_names.METRIC_TRAIN_LOSS, 0.3]]})
     recorder.finished("k1")
     recorder.drain()
     assert list(client.search_logged_models([experiment])) == []

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from sweeper import layout
+from sweeper import record_names
 from sweeper.tracking.outbox import QUICK_HTTP, Outbox, TrackingDown, quick_http
 from sweeper.tracking.recorder import MetricLog, Recorder
 
@@ -70,7 +70,9 @@ def _recorder(client: FlakyClient, clock: Clock, bound: float = 60.0) -> Recorde
 
 
 def _report(first: int, last: int) -> dict[str, Any]:
-    return {"points": [[s, layout.METRIC_TRAIN_LOSS, 1.0 / s] for s in range(first, last + 1)]}
+    return {
+        "points": [[s, record_names.METRIC_TRAIN_LOSS, 1.0 / s] for s in range(first, last + 1)]
+    }
 
 
 def test_writes_during_an_outage_are_kept_in_order_and_sent_once_it_ends():
@@ -93,7 +95,7 @@ def test_writes_during_an_outage_are_kept_in_order_and_sent_once_it_ends():
     steps = [s for s, _, _ in client.points["run"]]
     assert steps == list(range(1, 13))  # every point once, in order
     assert client.status["run"] == "FINISHED"
-    assert client.tags["run"][layout.TAG_STATUS] == layout.Status.FINISHED
+    assert client.tags["run"][record_names.TAG_STATUS] == record_names.Status.FINISHED
     calls = [line for line in client.log if " " not in line]
     assert calls[0] == "log_batch" and calls[1] == "update_run"  # RUNNING first
     assert calls[-1] == "set_terminated"  # FINISHED last, as they were made
@@ -152,7 +154,7 @@ def test_no_outage_means_no_waiting_and_no_message():
         "log_batch",
         "log_batch",
     ]
-    assert client.tags["run"][layout.TAG_NODE] == "b"
+    assert client.tags["run"][record_names.TAG_NODE] == "b"
 
 
 def test_quick_http_turns_mlflow_retries_off_for_one_attempt_only(monkeypatch):
@@ -181,5 +183,5 @@ def test_an_error_txt_the_store_refuses_does_not_hold_up_the_failed_status():
     recorder.failed("k", "UploadError: artifact upload to file:///x failed")
     assert not recorder.outbox.pending
     assert client.status["run"] == "FAILED"
-    assert client.tags["run"][layout.TAG_ERROR].startswith("UploadError")
+    assert client.tags["run"][record_names.TAG_ERROR].startswith("UploadError")
     assert "error.txt of run run not recorded: artifact folder is a file" in client.log

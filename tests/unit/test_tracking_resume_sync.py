@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper import layout
+from sweeper import record_names
 from sweeper.tracking import resume_sync
 from sweeper.tracking.artifacts import repository
 from sweeper.tracking.resume_sync import CheckpointSync, Unstable, restore, snapshot
@@ -21,7 +21,7 @@ class FakeTrainer:
     """The dummy trainer's layout: checkpoints/best.json and checkpoints/last.json."""
 
     def checkpoints(self, job: object) -> Checkpoints:
-        folder = Path(job.out_dir) / layout.CHECKPOINT_DIR  # type: ignore[attr-defined]
+        folder = Path(job.out_dir) / record_names.CHECKPOINT_DIR  # type: ignore[attr-defined]
         best, last = folder / "best.json", folder / "last.json"
         return Checkpoints(best if best.exists() else None, last if last.exists() else None)
 
@@ -53,11 +53,11 @@ def event(step: int, split: str = "train") -> MetricEvent:
 
 def train_until(out: Path, step: int, best_step: int) -> None:
     """What the dummy leaves after `step`: its checkpoints and events."""
-    folder = out / layout.CHECKPOINT_DIR
+    folder = out / record_names.CHECKPOINT_DIR
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "last.json").write_text(json.dumps({"step": step}))
     (folder / "best.json").write_text(json.dumps({"step": best_step}))
-    with open(out / layout.EVENTS_FILE, "a") as events:
+    with open(out / record_names.EVENTS_FILE, "a") as events:
         events.write(event(step, "valid").to_json() + "\n")
 
 
@@ -107,10 +107,12 @@ def test_retry_elsewhere_restores_the_newest_and_sends_unchanged_files_once(tmp_
 
     other = tmp_path / "other-node"
     assert restore(repo, other) == 4  # type: ignore[arg-type]
-    folder = other / layout.CHECKPOINT_DIR
+    folder = other / record_names.CHECKPOINT_DIR
     assert json.loads((folder / "last.json").read_text()) == {"step": 4}
     assert json.loads((folder / "best.json").read_text()) == {"step": 2}
-    assert (other / layout.EVENTS_FILE).read_text() == (out / layout.EVENTS_FILE).read_text()
+    assert (other / record_names.EVENTS_FILE).read_text() == (
+        out / record_names.EVENTS_FILE
+    ).read_text()
 
 
 def test_every_n_validation_points(tmp_path: Path):
@@ -136,7 +138,7 @@ def test_a_folder_with_its_own_checkpoint_is_not_overwritten(tmp_path: Path):
     same_node = tmp_path / "same"
     train_until(same_node, 6, best_step=6)
     assert restore(repo, same_node) is None  # type: ignore[arg-type]
-    last = same_node / layout.CHECKPOINT_DIR / "last.json"
+    last = same_node / record_names.CHECKPOINT_DIR / "last.json"
     assert json.loads(last.read_text()) == {"step": 6}
 
 
@@ -151,7 +153,7 @@ def test_a_damaged_copy_is_not_resumed_from(tmp_path: Path):
         blob.write_text("torn")
     fresh = tmp_path / "fresh"
     assert restore(repo, fresh) is None  # type: ignore[arg-type]
-    assert not (fresh / layout.CHECKPOINT_DIR).exists()
+    assert not (fresh / record_names.CHECKPOINT_DIR).exists()
 
 
 def test_no_synced_copy_means_step_zero(tmp_path: Path):
@@ -162,7 +164,7 @@ def test_no_synced_copy_means_step_zero(tmp_path: Path):
 def test_snapshot_refuses_a_file_being_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     out = tmp_path / "trial"
     train_until(out, 2, best_step=2)
-    last = out / layout.CHECKPOINT_DIR / "last.json"
+    last = out / record_names.CHECKPOINT_DIR / "last.json"
     real_copy = shutil.copyfile
 
     def copy_while_written(src: Path, dst: Path) -> None:
@@ -204,13 +206,13 @@ def test_an_unstable_round_is_retried_at_the_next_event(
 def test_the_events_copy_ends_at_a_full_line(tmp_path: Path):
     out = tmp_path / "trial"
     train_until(out, 2, best_step=2)
-    events = out / layout.EVENTS_FILE
+    events = out / record_names.EVENTS_FILE
     whole = events.read_text()
     with open(events, "a") as handle:
         handle.write('{"step": 3, "spl')
     (tmp_path / "snap").mkdir()
     copies = snapshot(out, [events], tmp_path / "snap")
-    assert copies[layout.EVENTS_FILE].read_text() == whole
+    assert copies[record_names.EVENTS_FILE].read_text() == whole
 
 
 @pytest.mark.parametrize("name", ["../../escaped.json", "/tmp/escaped.json"])

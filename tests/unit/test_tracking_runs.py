@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sweeper import layout
+from sweeper import record_names
 from sweeper.specio import validate_mapping
 from sweeper.tracking.recorder import ERROR_ARTIFACT, MetricLog, Recorder, error_tag, last_steps
 from sweeper.tracking.runs import (
@@ -33,7 +33,7 @@ from sweeper.tracking.sweep_run import (
     record_cluster,
     record_sweep,
 )
-from sweeper.trials import expand
+from sweeper.trial_keys import expand
 from tests.support.specs import minimal_spec
 
 _names = itertools.count()
@@ -92,9 +92,9 @@ def test_plan_without_resume_refuses_existing_runs():
 
 def test_plan_resume_skips_finished_and_continues_the_rest():
     found = [
-        _found("done", "FINISHED", layout.Status.FINISHED, 1),
-        _found("killed-driver", "RUNNING", layout.Status.RUNNING, 2),
-        _found("failed", "FAILED", layout.Status.FAILED, 3),
+        _found("done", "FINISHED", record_names.Status.FINISHED, 1),
+        _found("killed-driver", "RUNNING", record_names.Status.RUNNING, 2),
+        _found("failed", "FAILED", record_names.Status.FAILED, 3),
         _found("queued", "SCHEDULED", None, 4),
         # MLflow FINISHED without sweeper's status tag is not finished (rule 1)
         _found("untagged", "FINISHED", None, 5),
@@ -162,8 +162,8 @@ def test_one_run_per_key_found_again_by_its_tag(client, experiment, tmp_path):
     assert {f.mlflow_status for f in found} == {"SCHEDULED"}
     run = client.get_run(ids[trials[0].key])
     assert run.data.tags["mlflow.parentRunId"] == parent
-    assert run.data.tags[layout.TAG_GROUP] == "dummy/random/full"
-    assert run.data.tags[layout.TAG_STAGE] == "grid"
+    assert run.data.tags[record_names.TAG_GROUP] == "dummy/random/full"
+    assert run.data.tags[record_names.TAG_STAGE] == "grid"
     assert run.data.params["train.lr"] == str(spec.train.lr)
     # another sweep's runs in the same experiment are not this sweep's
     assert find_trial_runs(client, experiment, "other-sweep") == []
@@ -195,12 +195,12 @@ def test_recorder_writes_statuses_metrics_and_errors(client, experiment, tmp_pat
     )  # fmt: skip
     recorder.finished("ok")
     run = client.get_run(ok)
-    assert json.loads(run.data.tags[layout.TAG_VERSIONS]) == {"torch": "2.13.0"}
+    assert json.loads(run.data.tags[record_names.TAG_VERSIONS]) == {"torch": "2.13.0"}
     assert run.info.status == "FINISHED"
-    assert run.data.tags[layout.TAG_STATUS] == layout.Status.FINISHED
-    assert run.data.tags[layout.TAG_RAY_TRIAL_ID] == "ray_0"
-    assert run.data.tags[layout.TAG_NODE] == "host (127.0.0.1)"
-    assert run.data.tags[layout.TAG_TRAINABLE_PARAMS] == "7"
+    assert run.data.tags[record_names.TAG_STATUS] == record_names.Status.FINISHED
+    assert run.data.tags[record_names.TAG_RAY_TRIAL_ID] == "ray_0"
+    assert run.data.tags[record_names.TAG_NODE] == "host (127.0.0.1)"
+    assert run.data.tags[record_names.TAG_TRAINABLE_PARAMS] == "7"
     assert [(m.step, m.value) for m in client.get_metric_history(ok, "valid_accuracy")] == [
         (10, 60.0)
     ]
@@ -210,8 +210,8 @@ def test_recorder_writes_statuses_metrics_and_errors(client, experiment, tmp_pat
     recorder.failed("bad", error)
     run = client.get_run(bad)
     assert run.info.status == "FAILED"
-    assert run.data.tags[layout.TAG_STATUS] == layout.Status.FAILED
-    tag = run.data.tags[layout.TAG_ERROR]
+    assert run.data.tags[record_names.TAG_STATUS] == record_names.Status.FAILED
+    tag = run.data.tags[record_names.TAG_ERROR]
     assert tag.startswith("dummy trainer exited with code 3") and len(tag) <= 8000
     local = client.download_artifacts(bad, ERROR_ARTIFACT, str(tmp_path))
     assert Path(local).read_text() == error
@@ -227,7 +227,7 @@ def test_resumed_run_does_not_duplicate_points(client, experiment, tmp_path):
     first.result("k", {"points": [[s, "train_loss", 1.0 / s] for s in range(1, 8)]})
     # the driver dies; a new one resumes the same run
     seeded = MetricLog()
-    seeded.seed(run_id, last_steps(client, run_id, layout.METRIC_NAMES))
+    seeded.seed(run_id, last_steps(client, run_id, record_names.METRIC_NAMES))
     second = Recorder(client, {"k": run_id}, seeded)
     second.result("k", {"points": [[s, "train_loss", 1.0 / s] for s in range(5, 11)]})
     steps = [m.step for m in client.get_metric_history(run_id, "train_loss")]
@@ -245,16 +245,16 @@ def test_parent_run_records_spec_provenance_and_cluster(client, experiment, tmp_
                  "node:__internal_head__": 1.0}  # fmt: skip
     record_cluster(client, parent, resources, "10.0.0.1:6379")
     run = client.get_run(parent)
-    assert run.data.tags[layout.TAG_ROLE] == layout.ROLE_SWEEP
+    assert run.data.tags[record_names.TAG_ROLE] == record_names.ROLE_SWEEP
     assert run.data.tags["sweeper.version.mlflow"] == package_versions()["mlflow"]
     shown = json.loads(run.data.tags["sweeper.ray_resources"])
     assert shown == {"CPU": 4.0, "GPU": 1.0, "nodes": 2}
     assert run.data.tags["sweeper.ray_address"] == "10.0.0.1:6379"
     folder = tmp_path / "dl"
     folder.mkdir()
-    written = client.download_artifacts(parent, layout.ARTIFACT_SPEC, str(folder))
+    written = client.download_artifacts(parent, record_names.ARTIFACT_SPEC, str(folder))
     assert Path(written).read_text() == "name: t\n# as written\n"
-    resolved = client.download_artifacts(parent, layout.ARTIFACT_RESOLVED_SPEC, str(folder))
+    resolved = client.download_artifacts(parent, record_names.ARTIFACT_RESOLVED_SPEC, str(folder))
     assert json.loads(Path(resolved).read_text())["grid"]["seed"] == [1, 2]
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sweeper.specio import load_spec
-from sweeper.trials import expand, make_trial
+from sweeper.trial_keys import expand, make_trial
 from tests.support.specs import minimal_spec
 
 

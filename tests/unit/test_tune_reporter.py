@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from sweeper import layout
+from sweeper import record_names
 from sweeper.trainers.base import Checkpoints
 from sweeper.trainers.events import MetricEvent
 from sweeper.trainers.runner import TrialResult
@@ -25,18 +25,18 @@ def _eval(step: int, split: str, acc: float, wall: float = 1.0) -> MetricEvent:
 
 def test_event_points_name_every_metric_by_layout():
     assert event_points(_train(5)) == [
-        [5, layout.METRIC_TRAIN_LOSS, 0.5],
-        [5, layout.METRIC_LR, 1e-4],
+        [5, record_names.METRIC_TRAIN_LOSS, 0.5],
+        [5, record_names.METRIC_LR, 1e-4],
     ]
     valid = dict((k, v) for _, k, v in event_points(_eval(10, "valid", 80.0, wall=3.5)))
     assert valid == {
-        layout.METRIC_VALID_LOSS: 1 - 0.8,
-        layout.METRIC_VALID_ACC: 80.0,
-        layout.METRIC_EPOCH: 1.0,
-        layout.METRIC_WALL_TIME: 3.5,
+        record_names.METRIC_VALID_LOSS: 1 - 0.8,
+        record_names.METRIC_VALID_ACC: 80.0,
+        record_names.METRIC_EPOCH: 1.0,
+        record_names.METRIC_WALL_TIME: 3.5,
     }
     test = {k for _, k, _ in event_points(_eval(10, "test", 70.0))}
-    assert test == {layout.METRIC_TEST_LOSS, layout.METRIC_TEST_ACC}
+    assert test == {record_names.METRIC_TEST_LOSS, record_names.METRIC_TEST_ACC}
     assert event_points(MetricEvent(step=3, epoch=0.3, split="train", loss=None, lr=None)) == []
 
 
@@ -54,7 +54,10 @@ def test_one_report_per_validation_point_once_valid_and_test_arrived():
     assert report["wall_time"] == 2.5 and report["node"] == "n1"
     assert report["versions"] == '{"torch":"2.13.0"}'
     steps_keys = {(s, k) for s, k, _ in report[POINTS]}
-    assert (1, layout.METRIC_TRAIN_LOSS) in steps_keys and (2, layout.METRIC_TEST_ACC) in steps_keys
+    assert (1, record_names.METRIC_TRAIN_LOSS) in steps_keys and (
+        2,
+        record_names.METRIC_TEST_ACC,
+    ) in steps_keys
     # points go out once: the next report carries only what came after
     reporter.on_event(_eval(4, "test", 58.0))
     reporter.on_event(_train(3))
@@ -112,7 +115,10 @@ def test_replay_completes_a_pair_cut_in_half():
     reporter.on_event(_eval(10, "valid", 60.0, wall=9.0))  # re-emitted, same: not resent
     reporter.on_event(_eval(10, "test", 58.0))
     assert (sent[-1]["valid_accuracy"], sent[-1]["test_accuracy"]) == (60.0, 58.0)
-    assert [k for _, k, _ in sent[-1][POINTS]] == [layout.METRIC_TEST_LOSS, layout.METRIC_TEST_ACC]
+    assert [k for _, k, _ in sent[-1][POINTS]] == [
+        record_names.METRIC_TEST_LOSS,
+        record_names.METRIC_TEST_ACC,
+    ]
     assert sent[-1][CORRECTIONS] == []  # the clock alone is no correction
 
 
@@ -129,12 +135,15 @@ def test_a_step_measured_again_with_other_values_is_sent_as_a_correction(tmp_pat
     reporter.on_event(_train(12))
     reporter.finish(TrialResult(tmp_path, [], Checkpoints(None, None), 3.0, None))
     corrected = {(s, k): v for r in sent for s, k, v in r[CORRECTIONS]}
-    assert corrected[(10, layout.METRIC_VALID_ACC)] == 66.0
-    assert corrected[(10, layout.METRIC_TEST_ACC)] == 61.0
-    assert (5, layout.METRIC_TRAIN_LOSS) not in corrected  # measured the same
-    assert (10, layout.METRIC_EPOCH) not in corrected  # the same epoch: not logged twice
-    best = {k: v for _, k, v in sent[-1][POINTS] if k in layout.BEST_METRIC_NAMES}
-    assert (best[layout.METRIC_BEST_VALID_ACC], best[layout.METRIC_BEST_TEST_ACC]) == (66.0, 61.0)
+    assert corrected[(10, record_names.METRIC_VALID_ACC)] == 66.0
+    assert corrected[(10, record_names.METRIC_TEST_ACC)] == 61.0
+    assert (5, record_names.METRIC_TRAIN_LOSS) not in corrected  # measured the same
+    assert (10, record_names.METRIC_EPOCH) not in corrected  # the same epoch: not logged twice
+    best = {k: v for _, k, v in sent[-1][POINTS] if k in record_names.BEST_METRIC_NAMES}
+    assert (best[record_names.METRIC_BEST_VALID_ACC], best[record_names.METRIC_BEST_TEST_ACC]) == (
+        66.0,
+        61.0,
+    )
 
 
 def test_the_final_report_carries_the_best_checkpoint_of_every_attempt(tmp_path: Path):
@@ -146,12 +155,12 @@ def test_the_final_report_carries_the_best_checkpoint_of_every_attempt(tmp_path:
     for event in (_eval(20, "valid", 70.0), _eval(20, "test", 66.0), _train(25)):
         reporter.on_event(event)
     reporter.finish(TrialResult(tmp_path, [], Checkpoints(None, None), 3.0, None))
-    best = {k: (s, v) for s, k, v in sent[-1][POINTS] if k in layout.BEST_METRIC_NAMES}
+    best = {k: (s, v) for s, k, v in sent[-1][POINTS] if k in record_names.BEST_METRIC_NAMES}
     assert best == {
-        layout.METRIC_BEST_VALID_ACC: (25, 70.0),
-        layout.METRIC_BEST_TEST_ACC: (25, 64.0),
-        layout.METRIC_BEST_STEP: (25, 10),
-        layout.METRIC_BEST_EPOCH: (25, 1.0),
+        record_names.METRIC_BEST_VALID_ACC: (25, 70.0),
+        record_names.METRIC_BEST_TEST_ACC: (25, 64.0),
+        record_names.METRIC_BEST_STEP: (25, 10),
+        record_names.METRIC_BEST_EPOCH: (25, 1.0),
     }
 
 
@@ -160,4 +169,4 @@ def test_a_trial_without_validation_reports_no_best_checkpoint(tmp_path: Path):
     reporter = Reporter(sent.append, node="n1")
     reporter.on_event(_train(3))
     reporter.finish(TrialResult(tmp_path, [], Checkpoints(None, None), 3.0, None))
-    assert not [k for _, k, _ in sent[-1][POINTS] if k in layout.BEST_METRIC_NAMES]
+    assert not [k for _, k, _ in sent[-1][POINTS] if k in record_names.BEST_METRIC_NAMES]

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from sweeper.specio import validate_mapping
-from sweeper.trials import expand
+from sweeper.trial_keys import expand
 from tests.support.specs import minimal_spec
 
 pytest.importorskip("ray")

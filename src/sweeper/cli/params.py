@@ -148,7 +148,7 @@ def _lora_settings(spec: SweepSpec | None) -> list[dict[str, Any]]:
     """Each distinct resolved LoRA setting of the sweep's LoRA trials, in grid order."""
     if spec is None or "lora" not in spec.grid.method:
         return []
-    from sweeper.trials import expand
+    from sweeper.trial_keys import expand
 
     settings: list[dict[str, Any]] = []
     for trial in expand(spec)[0]:

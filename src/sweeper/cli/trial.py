@@ -37,7 +37,7 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     spec = load_or_exit(args.spec, args.overrides)
-    from sweeper.trials import make_trial
+    from sweeper.trial_keys import make_trial
 
     why_not = frameworks.unsupported(args.framework, args.method)
     if why_not is not None:

@@ -20,7 +20,7 @@ import sys
 from sweeper.cli.common import EXIT_BAD_INPUT
 from sweeper.spec import SweepSpec
 from sweeper.specio import SpecError, check_files, load_spec
-from sweeper.trials import expand
+from sweeper.trial_keys import expand
 
 
 def build_parser(parser: argparse.ArgumentParser) -> None:

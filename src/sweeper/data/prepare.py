@@ -122,7 +122,7 @@ def prepare(spec: SweepSpec, log: Log = print, force: bool = False) -> PreparedD
     Raises DataError (naming file and line) on bad input, before writing anything
     under `output_dir/prepared`. `force` rebuilds even when a cached folder exists.
     """
-    from sweeper.data.stats import format_stats
+    from sweeper.data.split_stats import format_stats
 
     if spec.data.source == "generated":
         if force:
@@ -166,7 +166,7 @@ def build(spec: SweepSpec, inputs: Inputs, root: Path, log: Log) -> PreparedData
     )
     from sweeper.data.encode import Encoder
     from sweeper.data.rawtext import read_corpus, read_split
-    from sweeper.data.stats import split_stats
+    from sweeper.data.split_stats import split_stats
     from sweeper.data.vocab import load_fairseq_dict, load_sentencepiece, model_vocab_size
 
     labels = list(spec.data.labels)

@@ -8,7 +8,7 @@ and `submit` for what it passes on) resolves it here, in this order:
 3. `$MLFLOW_TRACKING_URI`;
 4. the tracking server of a cluster started by `sweeper cluster up` on this machine,
    if it is running (state file, live process groups, `/health` answers);
-5. the local default: a SQLite file in `output_dir` (`tracking.store.tracking_uri`).
+5. the local default: a SQLite file in `output_dir` (`tracking.store.spec_store_uri`).
 
 So a sweep run from the checkout, a Ray job on that cluster (its head exports
 `MLFLOW_TRACKING_URI`), and `summarize`/`ui` afterwards all meet in one store.
@@ -38,8 +38,7 @@ from pydantic import BaseModel
 from sweeper.deploy.state import STORAGE_ENV, ClusterState, running_cluster
 from sweeper.spec import SweepSpec
 from sweeper.tracking.server import is_server
-from sweeper.tracking.store import sqlite_path
-from sweeper.tracking.store import tracking_uri as spec_tracking_uri
+from sweeper.tracking.store import spec_store_uri, sqlite_path
 
 RAY_PKG_PREFIX = "_ray_pkg_"
 WORKING_DIR_FILES = "working_dir_files"
@@ -68,7 +67,7 @@ def resolve_tracking_uri(
     cluster = cluster or running_cluster()
     if cluster is not None:
         return ResolvedUri(cluster.tracking_uri, "cluster")
-    return ResolvedUri(spec_tracking_uri(spec), "default")
+    return ResolvedUri(spec_store_uri(spec), "default")
 
 
 def tracking_uri(spec: SweepSpec, explicit: str | None = None) -> str:

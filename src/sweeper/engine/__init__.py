@@ -12,7 +12,7 @@
   until_decided.py  --until-decided: more seeds for the groups of undecided comparisons
 
 The CLI (`cli/run.py`) parses, builds RunOptions, calls `grid.run_grid_sweep` or
-`sweeper.search.stages.run_search` (which builds on this package), prints a
+`sweeper.search.run.run_search` (which builds on this package), prints a
 SweepError's message and exits with its status. Nothing here imports the CLI.
 Heavy libraries (Ray, MLflow, torch) are imported inside functions.
 """

@@ -17,10 +17,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sweeper.engine.closing_report import summarise
 from sweeper.engine.options import EXIT_FAILED, RunOptions, SweepError
-from sweeper.engine.report import summarise
 from sweeper.engine.session import ray_session
-from sweeper.engine.stages import (
+from sweeper.engine.stage_graph import (
     prepare_stages,
     remote_root,
     report_failed_stage,
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 def run_grid_sweep(options: RunOptions, spec: SweepSpec) -> int:
     """`sweeper run` for a spec without a search block: open, prepare, run (pretraining
-    beside the trials that do not need it: `sweeper.engine.stages`)."""
+    beside the trials that do not need it: `sweeper.engine.stage_graph`)."""
     sweep = open_grid(options, spec)
     inputs, pretrain_later = prepare_stages(sweep)
     return run_grid(sweep, inputs, pretrain_later=pretrain_later)
@@ -54,9 +54,9 @@ def run_grid(
     """Create the runs, run the trials that need running, close the record, summarise
     (unless `report` is False: `--until-decided` summarises once, after its last batch).
     `pretrain_later`: `inputs.pretrained` is still to be trained, by a Ray task started
-    beside the trials (`sweeper.engine.stages`)."""
-    from sweeper import layout
-    from sweeper.layout import METRIC_NAMES
+    beside the trials (`sweeper.engine.stage_graph`)."""
+    from sweeper import record_names
+    from sweeper.record_names import METRIC_NAMES
     from sweeper.tracking.inputs import inputs_fingerprint
     from sweeper.tracking.lineage import log_lineage, sweep_lineage
     from sweeper.tracking.outbox import Outbox, TrackingDown
@@ -73,8 +73,8 @@ def run_grid(
     )
     parent = open_sweep_run(client, sweep.experiment_id, spec)
     record_sweep(client, parent, spec, Path(sweep.options.spec_path), len(sweep.trials))
-    inputs_tag = {layout.TAG_INPUTS: json.dumps(inputs_fingerprint(spec), sort_keys=True)}
-    client.set_tag(parent, layout.TAG_INPUTS, inputs_tag[layout.TAG_INPUTS])
+    inputs_tag = {record_names.TAG_INPUTS: json.dumps(inputs_fingerprint(spec), sort_keys=True)}
+    client.set_tag(parent, record_names.TAG_INPUTS, inputs_tag[record_names.TAG_INPUTS])
     run_ids = dict(plan.resume)
     for key in plan.create:
         trial = sweep.trials[key]

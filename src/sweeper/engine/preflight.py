@@ -23,7 +23,7 @@ import zipfile
 from pathlib import Path
 
 from sweeper.data.errors import DataError
-from sweeper.layout import TASK_CAUSAL_LM
+from sweeper.record_names import TASK_CAUSAL_LM
 from sweeper.spec import SweepSpec
 
 
@@ -49,7 +49,7 @@ def check_inputs(spec: SweepSpec) -> None:
 
 def check_pretrain(spec: SweepSpec) -> None:
     """What the pretraining stage would refuse, refused now: the stage runs beside the
-    trials (`sweeper.engine.stages`), after the runs exist (invariant 5)."""
+    trials (`sweeper.engine.stage_graph`), after the runs exist (invariant 5)."""
     config, arch = spec.model.pretrain, spec.model.arch
     if config is None or spec.model.checkpoint is not None or "pretrained" not in spec.grid.init:
         return

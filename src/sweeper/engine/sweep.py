@@ -1,7 +1,7 @@
 """A grid sweep before it runs: its trials, its open store and run plan, its inputs.
 
 `open_grid` expands the spec's grid into trials and opens the store with their keys
-planned (`sweeper.engine.store`); `prepare` builds the data and the pretrained
+planned (`sweeper.engine.open_store`); `prepare` builds the data and the pretrained
 checkpoint once for every trial. Both happen before any run is created, so what they
 refuse costs nothing (docs/architecture.md, invariant 5). The search stage's confirm
 step builds a `Sweep` of its own (`sweeper.search.confirm`) and hands it to the same
@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from sweeper.engine.open_store import open_and_plan
 from sweeper.engine.options import EXIT_FAILED, RunOptions, SweepError
-from sweeper.engine.store import open_and_plan
-from sweeper.layout import Stage
+from sweeper.record_names import Stage
 from sweeper.selection import ACCURACY, Selection
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from sweeper.spec import SweepSpec
     from sweeper.tracking.runs import RunPlan
     from sweeper.trainers.trial import SweepInputs
-    from sweeper.trials import Trial
+    from sweeper.trial_keys import Trial
     from sweeper.tune.progress import TrialView
 
 
@@ -49,7 +49,7 @@ class Sweep:
 def open_grid(options: RunOptions, spec: SweepSpec) -> Sweep:
     """The spec's grid with the store open and its runs planned; prints what it will
     do. Raises SweepError (exit 2) before anything is created."""
-    from sweeper.trials import expand
+    from sweeper.trial_keys import expand
 
     trials, skipped = expand(spec)
     store = open_and_plan(options, spec, [t.key for t in trials])
@@ -67,7 +67,7 @@ def open_grid(options: RunOptions, spec: SweepSpec) -> Sweep:
 
 def prepare(spec: SweepSpec, need_pretrained: bool = True) -> SweepInputs:
     """Data and (unless the pretraining stage runs beside the trials: `need_pretrained`
-    False, `sweeper.engine.stages`) the pretrained checkpoint, once, before any trial and
+    False, `sweeper.engine.stage_graph`) the pretrained checkpoint, once, before any trial and
     any run is created. Raises SweepError: exit 2 on bad data, 1 if pretraining fails."""
     from sweeper.data.errors import DataError
     from sweeper.logs import quiet_root_logger

@@ -24,10 +24,10 @@ import json
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from sweeper import layout
+from sweeper import record_names
+from sweeper.engine.closing_report import summarise
 from sweeper.engine.grid import run_grid
 from sweeper.engine.options import Budget, RunOptions, SweepError
-from sweeper.engine.report import summarise
 from sweeper.engine.sweep import Sweep, open_grid, prepare
 from sweeper.summarize.records import SequentialPlan
 
@@ -81,10 +81,10 @@ def record_plan(sweep: Sweep, plan: SequentialPlan) -> None:
     from sweeper.tracking.runs import role_filter, search_all
     from sweeper.tracking.sweep_run import open_sweep_run
 
-    filter_string = role_filter(layout.ROLE_SWEEP, sweep.spec.name)
+    filter_string = role_filter(record_names.ROLE_SWEEP, sweep.spec.name)
     existing = search_all(sweep.client, sweep.experiment_id, filter_string)
     if existing:
-        recorded = existing[-1].data.tags.get(layout.TAG_SEQUENTIAL_PLAN)
+        recorded = existing[-1].data.tags.get(record_names.TAG_SEQUENTIAL_PLAN)
         if recorded:
             differ = SequentialPlan.from_dict(json.loads(recorded)).differences(plan)
             if differ:
@@ -97,7 +97,7 @@ def record_plan(sweep: Sweep, plan: SequentialPlan) -> None:
     else:
         run_id = open_sweep_run(sweep.client, sweep.experiment_id, sweep.spec)
     text = json.dumps(plan.to_dict(), sort_keys=True)
-    sweep.client.set_tag(run_id, layout.TAG_SEQUENTIAL_PLAN, text)
+    sweep.client.set_tag(run_id, record_names.TAG_SEQUENTIAL_PLAN, text)
 
 
 def _stop_reason(status: int, open_groups: set[str], seeds: int, budget: Budget) -> str | None:
@@ -112,8 +112,8 @@ def _stop_reason(status: int, open_groups: set[str], seeds: int, budget: Budget)
 
 def _run_batch(sweep: Sweep, inputs: SweepInputs, groups: set[str], seeds: list[int]) -> int:
     """The grid over `seeds`, restricted to `groups`: new keys, planned as a resume."""
-    from sweeper.engine.store import open_and_plan
-    from sweeper.trials import expand
+    from sweeper.engine.open_store import open_and_plan
+    from sweeper.trial_keys import expand
 
     trials, _ = expand(sweep.spec, seeds=seeds)
     trials = [t for t in trials if t.group in groups]

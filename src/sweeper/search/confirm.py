@@ -15,11 +15,11 @@ import json
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from sweeper import layout
+from sweeper import record_names
+from sweeper.engine.open_store import SweepStore
 from sweeper.engine.options import RunOptions
-from sweeper.engine.store import SweepStore
 from sweeper.engine.sweep import Sweep
-from sweeper.layout import Stage
+from sweeper.record_names import Stage
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from sweeper.spec import SweepSpec
     from sweeper.summarize.records import SearchGroup
     from sweeper.tracking.runs import FoundRun
-    from sweeper.trials import Trial
+    from sweeper.trial_keys import Trial
 
 
 def best_configs(
@@ -56,7 +56,7 @@ def confirm_sweep(
 ) -> tuple[Sweep, list[str]]:
     """The confirm stage as a grid sweep: each group's best values over grid.seed."""
     from sweeper.tracking.runs import plan_runs
-    from sweeper.trials import make_trial
+    from sweeper.trial_keys import make_trial
 
     trials: dict[str, Trial] = {}
     tags: dict[str, dict[str, str]] = {}
@@ -77,7 +77,7 @@ def confirm_sweep(
             )  # fmt: skip
             trial = replace(trial, varied=dict(base.varied))
             trials[trial.key] = trial
-            tags[trial.key] = {layout.TAG_SEARCH_PARAMS: searched}
+            tags[trial.key] = {record_names.TAG_SEARCH_PARAMS: searched}
     plan = plan_runs(list(trials), found_runs, resume=True)
     print(
         f"confirm stage: {len(trials)} trials ({len(plan.done)} finished before, "

@@ -13,12 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sweeper.engine.open_store import SweepStore
 from sweeper.engine.options import RunOptions
-from sweeper.engine.store import SweepStore
 from sweeper.engine.sweep import trial_view
 from sweeper.spec import SweepSpec
 from sweeper.trainers.trial import SweepInputs
-from sweeper.trials import Trial
+from sweeper.trial_keys import Trial
 
 if TYPE_CHECKING:
     from ray.tune.schedulers import TrialScheduler

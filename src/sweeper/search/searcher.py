@@ -34,8 +34,8 @@ from typing import Any
 
 from ray.tune.search import Searcher
 
-from sweeper import layout
-from sweeper.layout import RunState, Stage, Status
+from sweeper import record_names
+from sweeper.record_names import RunState, Stage, Status
 from sweeper.selection import Mode, is_better
 from sweeper.spec import SweepSpec
 from sweeper.tracking.recorder import Recorder, last_steps
@@ -53,7 +53,7 @@ RUN = "sweeper_run"
 def search_trial(spec: SweepSpec, base: Any, params: dict[str, Any]) -> Any:
     """The search trial of group `base` (a Trial on the tuning seed) with `params`
     sampled: its recipe holds the values, its group and name stay the group's."""
-    from sweeper.trials import make_trial
+    from sweeper.trial_keys import make_trial
 
     trial = make_trial(
         spec,
@@ -131,14 +131,14 @@ class RunCreatingSearcher(Searcher):
         run_id = d.existing.get(key)
         name = f"{trial.name}-search-{key[:6]}"
         if run_id is None:
-            tags = {layout.TAG_SEARCH_PARAMS: json.dumps(params, sort_keys=True)}
+            tags = {record_names.TAG_SEARCH_PARAMS: json.dumps(params, sort_keys=True)}
             run_id = create_trial_run(
                 d.client, d.experiment_id, d.parent_run_id, trial, stage=Stage.SEARCH,
                 extra_tags=tags, run_name=name,
             )  # fmt: skip
             log_lineage(d.client, [run_id], d.lineage)
         else:  # a killed driver's trial, enqueued again: continue its run
-            d.recorder.metrics.seed(run_id, last_steps(d.client, run_id, layout.METRIC_NAMES))
+            d.recorder.metrics.seed(run_id, last_steps(d.client, run_id, record_names.METRIC_NAMES))
         d.existing[key] = run_id  # the same values sampled again: the same run
         d.recorder.runs[key] = run_id
         d.progress.views[key] = replace(d.view(trial), name=name)
@@ -215,7 +215,7 @@ class SearchCallback(TrackingCallback):
         client = self.recorder.client
 
         def write() -> None:
-            client.set_tag(run_id, layout.TAG_STATUS, Status.EARLY_STOPPED)
+            client.set_tag(run_id, record_names.TAG_STATUS, Status.EARLY_STOPPED)
             client.set_terminated(run_id, status=RunState.FINISHED)
             artifact_uri = client.get_run(run_id).info.artifact_uri
             discard_run_copies(artifact_uri, client.tracking_uri)

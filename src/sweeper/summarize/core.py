@@ -11,8 +11,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from sweeper import layout
-from sweeper.layout import Stage
+from sweeper import record_names
+from sweeper.record_names import Stage
 from sweeper.selection import Selection, base_name, metric_mode
 from sweeper.summarize.compare import compare
 from sweeper.summarize.decide import ALPHA, decide, with_aso
@@ -96,11 +96,15 @@ def _summarize(
 
     sweep = _pick_sweep(runs, sweep, experiment, notes)
     runs = [r for r in runs if r.sweep in (None, sweep)]
-    trial_runs = [r for r in runs if r.role == layout.ROLE_TRIAL]
-    parents = [r for r in runs if r.role == layout.ROLE_SWEEP]
-    untagged = sum(1 for r in runs if r.role not in (layout.ROLE_TRIAL, layout.ROLE_SWEEP))
+    trial_runs = [r for r in runs if r.role == record_names.ROLE_TRIAL]
+    parents = [r for r in runs if r.role == record_names.ROLE_SWEEP]
+    untagged = sum(
+        1 for r in runs if r.role not in (record_names.ROLE_TRIAL, record_names.ROLE_SWEEP)
+    )
     if untagged:
-        notes.append(f"runs without a {layout.TAG_ROLE} tag ignored (not sweeper runs): {untagged}")
+        notes.append(
+            f"runs without a {record_names.TAG_ROLE} tag ignored (not sweeper runs): {untagged}"
+        )
 
     trial_runs, other_inputs = _same_inputs(trial_runs, inputs)
     if other_inputs:
@@ -123,7 +127,7 @@ def _summarize(
     notes.extend(_mixed_versions([r for r in candidates if r.run_id in counted]))
     parent = _pick_parent(parents, [r for r in candidates if r.run_id in counted])
     if parent is None:
-        notes.append(f"no parent run tagged {layout.TAG_ROLE}={layout.ROLE_SWEEP}")
+        notes.append(f"no parent run tagged {record_names.TAG_ROLE}={record_names.ROLE_SWEEP}")
     elif len(parents) > 1:
         notes.append(f"{len(parents)} parent runs; the report goes to {parent.run_id}")
     plan = _plan(parent)
@@ -155,7 +159,8 @@ def _summarize(
         unmarked=tuple(
             r.run_id
             for r in candidates
-            if r.run_id in counted and layout.METRIC_BEST_PREFIX + selection.primary not in r.latest
+            if r.run_id in counted
+            and record_names.METRIC_BEST_PREFIX + selection.primary not in r.latest
         ),
         logged_digest=parent.report_digest if parent else None,
         selection=selection,
@@ -167,7 +172,7 @@ def _summarize(
 def metric_ranges(metric: str) -> tuple[Bounds | None, Bounds | None]:
     """(range of a value, range of a difference of two) for a metric in percent
     (accuracy, exact match); (None, None) for an unbounded one (loss, perplexity)."""
-    if base_name(metric) in layout.PERCENT_METRICS:
+    if base_name(metric) in record_names.PERCENT_METRICS:
         return (0.0, 100.0), (-100.0, 100.0)
     return None, None
 
@@ -181,10 +186,9 @@ def _plan(parent: RunRecord | None) -> SequentialPlan | None:
 
 def summarize_spec(spec: SweepSpec, tracking_uri: str | None = None, **kwargs) -> Summary:
     """Summarise the sweep a spec describes, in the store that spec writes to."""
-    from sweeper.tracking import experiment_name
-    from sweeper.tracking import tracking_uri as spec_uri
+    from sweeper.tracking import experiment_name, spec_store_uri
 
-    uri = tracking_uri or spec_uri(spec)
+    uri = tracking_uri or spec_store_uri(spec)
     kwargs.setdefault("selection", Selection.of(spec.select))
     return summarize(experiment_name(spec), uri, sweep=spec.name, **kwargs)
 
@@ -261,7 +265,9 @@ def _pick_sweep(
     runs: Sequence[RunRecord], sweep: str | None, experiment: str, notes: list[str]
 ) -> str | None:
     """The sweep to report: the one asked for, else the only one the trials are tagged with."""
-    names = sorted({r.sweep for r in runs if r.sweep is not None and r.role == layout.ROLE_TRIAL})
+    names = sorted(
+        {r.sweep for r in runs if r.sweep is not None and r.role == record_names.ROLE_TRIAL}
+    )
     if sweep is not None:
         others = [n for n in names if n != sweep]
         if others:

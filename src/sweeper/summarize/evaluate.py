@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sweeper import layout
+from sweeper import record_names
 from sweeper.summarize.records import CountedTrial
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 TOLERANCE = 0.01
 """The metric's unit, for metrics that are not counted (`EXACT_METRICS` agree exactly)."""
-EXACT_METRICS = frozenset({layout.METRIC_TEST_ACC, "test_exact_match"})
+EXACT_METRICS = frozenset({record_names.METRIC_TEST_ACC, "test_exact_match"})
 """Percentages of counted examples: recorded and re-measured by one expression on
 integer counts, so they must be equal."""
 
@@ -80,7 +80,7 @@ def evaluate_trials(
     client: MlflowClient,
     trials: Sequence[CountedTrial],
     log: Callable[[str], None],
-    metric: str = layout.METRIC_TEST_ACC,
+    metric: str = record_names.METRIC_TEST_ACC,
 ) -> list[Evaluation]:
     """Re-measure every trial in `trials` (Table 1's rows), one at a time: `metric` is
     the summary's reported test metric (`Selection.primary`)."""
@@ -111,7 +111,7 @@ def evaluate_trials(
 
 
 def measure(
-    client: MlflowClient, run_id: str, tmp: Path, metric: str = layout.METRIC_TEST_ACC
+    client: MlflowClient, run_id: str, tmp: Path, metric: str = record_names.METRIC_TEST_ACC
 ) -> float:
     """Test `metric` (accuracy in %) of run `run_id`'s stored best checkpoint."""
     from mlflow.exceptions import MlflowException
@@ -120,8 +120,10 @@ def measure(
     from sweeper.trainers.registry import get_trainer
 
     try:
-        config = client.download_artifacts(run_id, layout.ARTIFACT_TRIAL_CONFIG, str(tmp))
-        checkpoint = client.download_artifacts(run_id, layout.ARTIFACT_BEST_CHECKPOINT, str(tmp))
+        config = client.download_artifacts(run_id, record_names.ARTIFACT_TRIAL_CONFIG, str(tmp))
+        checkpoint = client.download_artifacts(
+            run_id, record_names.ARTIFACT_BEST_CHECKPOINT, str(tmp)
+        )
     except MlflowException as exc:
         raise FileNotFoundError(f"artifact missing: {exc.message.splitlines()[0]}") from None
     job = TrialJob.load(Path(config))
@@ -129,7 +131,7 @@ def measure(
     for path in trainer.reload_inputs(job):  # what the trainer reloads must be here
         if not Path(path).exists():
             raise FileNotFoundError(f"prepared input not on this machine: {path}")
-    if metric == layout.METRIC_TEST_ACC:
+    if metric == record_names.METRIC_TEST_ACC:
         return trainer.test_accuracy(job, Path(checkpoint))
     measure_all = getattr(trainer, "test_metrics", None)
     measured = measure_all(job, Path(checkpoint)) if measure_all is not None else {}
@@ -143,8 +145,10 @@ def mismatches(evaluations: Sequence[Evaluation]) -> list[Evaluation]:
     return [e for e in evaluations if not e.agrees]
 
 
-def to_markdown(evaluations: Sequence[Evaluation], metric: str = layout.METRIC_TEST_ACC) -> str:
-    title = "Test accuracy" if metric == layout.METRIC_TEST_ACC else metric
+def to_markdown(
+    evaluations: Sequence[Evaluation], metric: str = record_names.METRIC_TEST_ACC
+) -> str:
+    title = "Test accuracy" if metric == record_names.METRIC_TEST_ACC else metric
     rule = "exact" if metric in EXACT_METRICS else f"tolerance {TOLERANCE}"
     lines = [
         f"## {title} re-measured from the stored best checkpoints ({rule})",
@@ -168,7 +172,7 @@ def to_json(evaluations: Sequence[Evaluation]) -> str:
 
 
 def write(
-    evaluations: Sequence[Evaluation], out_dir: Path, metric: str = layout.METRIC_TEST_ACC
+    evaluations: Sequence[Evaluation], out_dir: Path, metric: str = record_names.METRIC_TEST_ACC
 ) -> list[Path]:
     """evaluation.md and evaluation.json in `out_dir` (for --out and the parent run)."""
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -40,7 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from sweeper import layout
+from sweeper import record_names
 from sweeper.summarize.records import Point, RunRecord
 from sweeper.summarize.sqlite_store import open_sqlite
 from sweeper.tracking.runs import search_all
@@ -150,9 +150,9 @@ def record_of(
 ) -> RunRecord:
     """Parse a run's sweeper tags, whichever reader found them; a tag that is absent or
     malformed becomes None."""
-    framework = tags.get(layout.TAG_FRAMEWORK, "?")
-    init = tags.get(layout.TAG_INIT, "?")
-    method = tags.get(layout.TAG_METHOD, "?")
+    framework = tags.get(record_names.TAG_FRAMEWORK, "?")
+    init = tags.get(record_names.TAG_INIT, "?")
+    method = tags.get(record_names.TAG_METHOD, "?")
     return RunRecord(
         run_id=run_id,
         run_name=run_name,
@@ -160,25 +160,25 @@ def record_of(
         mlflow_status=status,
         start_time=start_time,
         end_time=end_time,
-        role=tags.get(layout.TAG_ROLE),
-        sweep=tags.get(layout.TAG_SWEEP),
-        trial_key=tags.get(layout.TAG_TRIAL_KEY) or None,
-        group=tags.get(layout.TAG_GROUP) or f"{framework}/{init}/{method}",
-        seed=_int(tags.get(layout.TAG_SEED)),
+        role=tags.get(record_names.TAG_ROLE),
+        sweep=tags.get(record_names.TAG_SWEEP),
+        trial_key=tags.get(record_names.TAG_TRIAL_KEY) or None,
+        group=tags.get(record_names.TAG_GROUP) or f"{framework}/{init}/{method}",
+        seed=_int(tags.get(record_names.TAG_SEED)),
         init=init,
         framework=framework,
         method=method,
-        stage=tags.get(layout.TAG_STAGE),
-        status=tags.get(layout.TAG_STATUS),
-        error=tags.get(layout.TAG_ERROR),
-        trainable_params=_int(tags.get(layout.TAG_TRAINABLE_PARAMS)),
+        stage=tags.get(record_names.TAG_STAGE),
+        status=tags.get(record_names.TAG_STATUS),
+        error=tags.get(record_names.TAG_ERROR),
+        trainable_params=_int(tags.get(record_names.TAG_TRAINABLE_PARAMS)),
         latest=metrics,
-        search_params=tags.get(layout.TAG_SEARCH_PARAMS),
-        inputs=tags.get(layout.TAG_INPUTS),
-        versions=tags.get(layout.TAG_VERSIONS),
-        report_digest=tags.get(layout.TAG_REPORT_DIGEST),
-        select=tags.get(layout.TAG_SELECT),
-        sequential_plan=tags.get(layout.TAG_SEQUENTIAL_PLAN),
+        search_params=tags.get(record_names.TAG_SEARCH_PARAMS),
+        inputs=tags.get(record_names.TAG_INPUTS),
+        versions=tags.get(record_names.TAG_VERSIONS),
+        report_digest=tags.get(record_names.TAG_REPORT_DIGEST),
+        select=tags.get(record_names.TAG_SELECT),
+        sequential_plan=tags.get(record_names.TAG_SEQUENTIAL_PLAN),
         precision=params.get(PARAM_PRECISION, "fp32"),
     )
 

@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from sweeper.layout import METRIC_BEST_PREFIX, METRIC_WALL_TIME
+from sweeper.record_names import METRIC_BEST_PREFIX, METRIC_WALL_TIME
 from sweeper.selection import ACCURACY, Selection
 
 
@@ -343,7 +343,7 @@ class Summary:
     search: list[SearchGroup] = field(default_factory=list)
     """The search stage per group (empty for a grid sweep)."""
     unmarked: tuple[str, ...] = ()
-    """Counted trial runs without the best-checkpoint metrics (`layout.BEST_METRIC_NAMES`:
+    """Counted trial runs without the best-checkpoint metrics (`record_names.BEST_METRIC_NAMES`:
     made by an older sweeper, or their driver died before the final report); logging
     the report adds them."""
     logged_digest: str | None = None

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sweeper import layout
+from sweeper import record_names
 from sweeper.selection import best_metrics
 from sweeper.summarize.figures import write_figures
 from sweeper.summarize.html import REPORT_HTML, to_html
@@ -159,16 +159,16 @@ def log_report(
         return None
     run_id = summary.parent_run_id
     for path in files:
-        client.log_artifact(run_id, str(path), artifact_path=layout.ARTIFACT_REPORT_DIR)
+        client.log_artifact(run_id, str(path), artifact_path=record_names.ARTIFACT_REPORT_DIR)
     metrics = {**group_metrics(summary), **comparison_metrics(summary)}
     now = int(time.time() * 1000)
     entries = [Metric(key, value, now, 0) for key, value in metrics.items()]
     for start in range(0, len(entries), 1000):  # MLflow's log_batch limit
         client.log_batch(run_id, metrics=entries[start : start + 1000])
     mark_best_checkpoints(client, summary)
-    client.set_tag(run_id, layout.TAG_REPORT_DIGEST, digest(summary, figures))
+    client.set_tag(run_id, record_names.TAG_REPORT_DIGEST, digest(summary, figures))
     names = tuple(sorted(Path(p).name for p in files))
-    return Logged(run_id, layout.ARTIFACT_REPORT_DIR, names, metrics)
+    return Logged(run_id, record_names.ARTIFACT_REPORT_DIR, names, metrics)
 
 
 def mark_best_checkpoints(client: MlflowClient, summary: Summary) -> int:

@@ -20,8 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sweeper import layout
-from sweeper.layout import RunState, Stage, Status
+from sweeper import record_names
+from sweeper.record_names import RunState, Stage, Status
 from sweeper.selection import Mode, best_point, is_better
 from sweeper.summarize.budget import expected_best_curve
 from sweeper.summarize.load import History
@@ -82,7 +82,7 @@ def search_groups(
 
     members: dict[str, list[Scored]] = {}
     for run in runs:
-        if run.role == layout.ROLE_TRIAL and run.stage == Stage.SEARCH:
+        if run.role == record_names.ROLE_TRIAL and run.stage == Stage.SEARCH:
             points = histories.get(run.run_id, {}).get(metric, ())
             members.setdefault(run.group, []).append(score(run, points, mode))
     out = []
@@ -120,13 +120,13 @@ def load_search(
     source: RunSource, runs: Sequence[RunRecord], parent_run_id: str | None, sweep: str | None
 ) -> list[SearchGroup]:
     """The search section of a summary (empty when the sweep has no search runs)."""
-    search_runs = [r for r in runs if r.role == layout.ROLE_TRIAL and r.stage == Stage.SEARCH]
+    search_runs = [r for r in runs if r.role == record_names.ROLE_TRIAL and r.stage == Stage.SEARCH]
     if not search_runs:
         return []
     tags = source.tags(parent_run_id) if parent_run_id else {}
-    metric = tags.get(layout.TAG_SEARCH_METRIC, layout.METRIC_VALID_ACC)
-    mode = tags.get(layout.TAG_SEARCH_MODE, "max")
-    storage = tags.get(layout.TAG_OPTUNA_STORAGE)
+    metric = tags.get(record_names.TAG_SEARCH_METRIC, record_names.METRIC_VALID_ACC)
+    mode = tags.get(record_names.TAG_SEARCH_MODE, "max")
+    storage = tags.get(record_names.TAG_OPTUNA_STORAGE)
     histories = source.histories([r.run_id for r in search_runs], [metric])
     return search_groups(search_runs, histories, metric, mode, sweep, _study_importances(storage))
 
@@ -134,7 +134,7 @@ def load_search(
 def _study_importances(storage: str | None) -> Importances:
     def read(name: str) -> tuple[dict[str, float], str]:
         if not storage:
-            return {}, f"no {layout.TAG_OPTUNA_STORAGE} tag on the sweep run"
+            return {}, f"no {record_names.TAG_OPTUNA_STORAGE} tag on the sweep run"
         from sweeper.tracking.study import importances, open_existing
 
         study = open_existing(storage, name)

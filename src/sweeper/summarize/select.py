@@ -28,8 +28,8 @@ import math
 import re
 from collections.abc import Sequence
 
-from sweeper import layout
-from sweeper.layout import RunState, Stage, Status
+from sweeper import record_names
+from sweeper.record_names import RunState, Stage, Status
 from sweeper.selection import ACCURACY, Selection, best_point
 from sweeper.summarize.load import History
 from sweeper.summarize.records import CountedTrial, NotCounted, Point, RunRecord
@@ -38,7 +38,7 @@ from sweeper.summarize.records import CountedTrial, NotCounted, Point, RunRecord
 def history_keys(selection: Selection) -> tuple[str, ...]:
     """The metric histories `best_checkpoint` reads under `selection`; everything else
     comes from latest values."""
-    return (selection.metric, *selection.report, layout.METRIC_EPOCH)
+    return (selection.metric, *selection.report, record_names.METRIC_EPOCH)
 
 
 HISTORY_KEYS = history_keys(ACCURACY)
@@ -65,7 +65,7 @@ def _screen_reason(run: RunRecord, kept: dict[str, RunRecord]) -> str | None:
     if reason is not None:
         return reason
     if run.trial_key is None:
-        return f"no {layout.TAG_TRIAL_KEY} tag"
+        return f"no {record_names.TAG_TRIAL_KEY} tag"
     if run.stage == Stage.SEARCH:
         return "search-stage trial (the tables use the grid and confirm stages)"
     if run.trial_key in kept:
@@ -90,9 +90,9 @@ def status_reason(run: RunRecord) -> str | None:
     if run.status == Status.RUNNING or run.mlflow_status in {RunState.RUNNING, RunState.SCHEDULED}:
         return f"not finished (MLflow status {run.mlflow_status}, status tag {run.status})"
     if run.status is None:
-        return f"no {layout.TAG_STATUS} tag"
+        return f"no {record_names.TAG_STATUS} tag"
     if run.status != Status.FINISHED:
-        return f"unknown {layout.TAG_STATUS} {run.status!r}"
+        return f"unknown {record_names.TAG_STATUS} {run.status!r}"
     if run.mlflow_status != RunState.FINISHED:
         return f"MLflow status {run.mlflow_status}"
     return None
@@ -123,7 +123,7 @@ def best_checkpoint(
         seed=run.seed,
         best_valid=valid[best_step],
         best_step=best_step,
-        best_epoch=by_step(history.get(layout.METRIC_EPOCH, ())).get(best_step),
+        best_epoch=by_step(history.get(record_names.METRIC_EPOCH, ())).get(best_step),
         test_value=test[best_step],
         wall_time=run.wall_time,
         trainable_params=run.trainable_params,
@@ -194,7 +194,7 @@ def outcome(run: RunRecord) -> str:
 
 
 def non_finite_loss(run: RunRecord) -> bool:
-    loss = run.latest.get(layout.METRIC_TRAIN_LOSS)
+    loss = run.latest.get(record_names.METRIC_TRAIN_LOSS)
     return loss is not None and not math.isfinite(loss)
 
 

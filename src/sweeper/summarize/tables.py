@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sweeper.layout import METRIC_BEST_PREFIX
+from sweeper.record_names import METRIC_BEST_PREFIX
 from sweeper.selection import Selection
 from sweeper.summarize.budget import budget_rows
 from sweeper.summarize.cells import (

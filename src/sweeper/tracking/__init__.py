@@ -17,6 +17,6 @@ The sweep engine's side (`sweeper run`):
 
 from __future__ import annotations
 
-from sweeper.tracking.store import artifact_root, ensure_experiment, experiment_name, tracking_uri
+from sweeper.tracking.store import artifact_root, ensure_experiment, experiment_name, spec_store_uri
 
-__all__ = ["artifact_root", "ensure_experiment", "experiment_name", "tracking_uri"]
+__all__ = ["artifact_root", "ensure_experiment", "experiment_name", "spec_store_uri"]

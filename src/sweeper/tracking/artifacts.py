@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sweeper import layout
+from sweeper import record_names
 from sweeper.redact import links_outside, redact
 
 if TYPE_CHECKING:
@@ -25,9 +25,9 @@ if TYPE_CHECKING:
     from sweeper.trainers.runner import TrialResult
 
 LOG_FILES = (
-    (layout.TRIAL_CONFIG_FILE, layout.ARTIFACT_TRIAL_CONFIG),
-    (layout.TRAINER_LOG_FILE, layout.ARTIFACT_TRAINER_LOG),
-    (layout.EVENTS_FILE, layout.ARTIFACT_EVENTS),
+    (record_names.TRIAL_CONFIG_FILE, record_names.ARTIFACT_TRIAL_CONFIG),
+    (record_names.TRAINER_LOG_FILE, record_names.ARTIFACT_TRAINER_LOG),
+    (record_names.EVENTS_FILE, record_names.ARTIFACT_EVENTS),
 )
 """(local file in the trial folder, artifact name): the names are the same today, and
 `upload_logs` relies on that (a test holds it)."""
@@ -87,12 +87,12 @@ def upload_trial(result: TrialResult, artifact_uri: str, tracking_uri: str) -> l
     try:
         repo = repository(artifact_uri, tracking_uri)
         if Path(best).is_dir():
-            repo.log_artifacts(str(best), layout.ARTIFACT_BEST_CHECKPOINT)
+            repo.log_artifacts(str(best), record_names.ARTIFACT_BEST_CHECKPOINT)
         else:
-            repo.log_artifact(str(best), layout.ARTIFACT_BEST_CHECKPOINT)
+            repo.log_artifact(str(best), record_names.ARTIFACT_BEST_CHECKPOINT)
         logs = upload_logs(result.out_dir, artifact_uri, tracking_uri)
     except Exception as exc:
         raise UploadError(
             f"artifact upload to {artifact_uri} failed: {type(exc).__name__}: {exc}"
         ) from exc
-    return [layout.ARTIFACT_BEST_CHECKPOINT, *logs]
+    return [record_names.ARTIFACT_BEST_CHECKPOINT, *logs]

@@ -1,7 +1,7 @@
 """What a sweep's trials compute from beyond their own key, and the check on --resume.
 
 A trial key hashes the sweep name, seed, init, framework, method and the resolved
-`train`/`lora` blocks (`sweeper.trials`). Everything else a trial reads is the same for
+`train`/`lora` blocks (`sweeper.trial_keys`). Everything else a trial reads is the same for
 the whole sweep, so it is fingerprinted once per sweep instead: the model architecture,
 the data (every byte the prepared ids come from, `sweeper.data.prepare.content_hash`,
 and the generator's settings for a generated corpus), and the pretrained weights (the
@@ -21,7 +21,7 @@ import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
-from sweeper import layout
+from sweeper import record_names
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -62,9 +62,9 @@ def recorded_inputs(client: MlflowClient, experiment_id: str, sweep: str) -> dic
     """The fingerprint on the sweep's latest parent run; {} when none is recorded."""
     from sweeper.tracking.runs import role_filter, search_all
 
-    parents = search_all(client, experiment_id, role_filter(layout.ROLE_SWEEP, sweep))
-    tagged = [p for p in parents if layout.TAG_INPUTS in p.data.tags]
-    return json.loads(tagged[-1].data.tags[layout.TAG_INPUTS]) if tagged else {}
+    parents = search_all(client, experiment_id, role_filter(record_names.ROLE_SWEEP, sweep))
+    tagged = [p for p in parents if record_names.TAG_INPUTS in p.data.tags]
+    return json.loads(tagged[-1].data.tags[record_names.TAG_INPUTS]) if tagged else {}
 
 
 def check_resume(client: MlflowClient, experiment_id: str, spec: SweepSpec) -> None:

@@ -3,7 +3,7 @@
 The experiment's Models tab lists logged models; a trial's best checkpoint (already
 uploaded to its run under `checkpoints/best`, `tracking.artifacts`) appears there as
 one model per trial, linked to its run and carrying the best-checkpoint metrics
-(`layout.BEST_METRIC_NAMES`), so models can be sorted by `best_test_accuracy` in the
+(`record_names.BEST_METRIC_NAMES`), so models can be sorted by `best_test_accuracy` in the
 UI. The model is *external*: MLflow stores no second copy of the checkpoint, its tag
 `sweeper.checkpoint` names where it is (`runs:/<run id>/checkpoints/best`), which a
 fairseq or HF loader reads after `mlflow artifacts download`. The metrics are logged
@@ -17,7 +17,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from sweeper import layout
+from sweeper import record_names
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -27,7 +27,7 @@ MODEL_TYPE = "sweeper-best-checkpoint"
 
 
 def checkpoint_uri(run_id: str) -> str:
-    return f"runs:/{run_id}/{layout.ARTIFACT_BEST_CHECKPOINT}"
+    return f"runs:/{run_id}/{record_names.ARTIFACT_BEST_CHECKPOINT}"
 
 
 def log_best_model(
@@ -49,7 +49,7 @@ def log_best_model(
             run.info.experiment_id,
             name=run.info.run_name,
             source_run_id=run_id,
-            tags={layout.TAG_TRIAL_KEY: trial_key, TAG_CHECKPOINT: checkpoint_uri(run_id)},
+            tags={record_names.TAG_TRIAL_KEY: trial_key, TAG_CHECKPOINT: checkpoint_uri(run_id)},
             model_type=MODEL_TYPE,
         )
         model_id = made[run_id] = model.model_id

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sweeper import layout
+from sweeper import record_names
 from sweeper.tracking.outbox import Outbox
 
 if TYPE_CHECKING:
@@ -110,11 +110,14 @@ class Recorder:
         run_id = self.runs[key]
         self._tags(
             run_id,
-            {layout.TAG_STATUS: layout.Status.RUNNING, layout.TAG_RAY_TRIAL_ID: ray_trial_id},
+            {
+                record_names.TAG_STATUS: record_names.Status.RUNNING,
+                record_names.TAG_RAY_TRIAL_ID: ray_trial_id,
+            },
         )
         self._put(
             f"status of run {run_id}",
-            self.client.update_run, run_id, status=layout.RunState.RUNNING,
+            self.client.update_run, run_id, status=record_names.RunState.RUNNING,
         )  # fmt: skip
 
     def result(self, key: str, result: Mapping[str, Any]) -> int:
@@ -126,13 +129,13 @@ class Recorder:
         tags: dict[str, str] = {}
         node = result.get("node")
         if node and self._node.get(run_id) != str(node):
-            tags[layout.TAG_NODE] = self._node[run_id] = str(node)
+            tags[record_names.TAG_NODE] = self._node[run_id] = str(node)
         versions = result.get("versions")
         if versions and self._versions.get(run_id) != versions:
-            tags[layout.TAG_VERSIONS] = self._versions[run_id] = str(versions)
+            tags[record_names.TAG_VERSIONS] = self._versions[run_id] = str(versions)
         for name, tag in (
-            ("trainable_params", layout.TAG_TRAINABLE_PARAMS),
-            ("total_params", layout.TAG_TOTAL_PARAMS),
+            ("trainable_params", record_names.TAG_TRAINABLE_PARAMS),
+            ("total_params", record_names.TAG_TOTAL_PARAMS),
         ):
             if result.get(name) is not None:
                 tags[tag] = str(int(result[name]))
@@ -164,8 +167,8 @@ class Recorder:
         best = self._best.pop(run_id, [])
         if best:
             self.outbox.put(f"best checkpoint of run {run_id}", lambda: self._model(key, best))
-        self._tags(run_id, {layout.TAG_STATUS: layout.Status.FINISHED})
-        self._end(run_id, layout.RunState.FINISHED)
+        self._tags(run_id, {record_names.TAG_STATUS: record_names.Status.FINISHED})
+        self._end(run_id, record_names.RunState.FINISHED)
 
     def _model(self, key: str, best: list[MetricPoint]) -> None:
         from mlflow.entities import Metric
@@ -197,13 +200,17 @@ class Recorder:
             optional=True,
         )
         self._tags(
-            run_id, {layout.TAG_STATUS: layout.Status.FAILED, layout.TAG_ERROR: error_tag(error)}
+            run_id,
+            {
+                record_names.TAG_STATUS: record_names.Status.FAILED,
+                record_names.TAG_ERROR: error_tag(error),
+            },
         )
-        self._end(run_id, layout.RunState.FAILED)
+        self._end(run_id, record_names.RunState.FAILED)
 
     def interrupted(self, key: str) -> None:
         """The sweep stopped before this trial ended (Ctrl-C): KILLED, resumable."""
-        self._end(self.runs[key], layout.RunState.KILLED)
+        self._end(self.runs[key], record_names.RunState.KILLED)
 
     def check(self) -> None:
         """Raise TrackingDown if the store has stayed unreachable past the bound."""
@@ -221,7 +228,7 @@ class Recorder:
             f"tags of run {run_id}", self.client.log_batch, run_id, tags=batch, synchronous=True
         )
 
-    def _end(self, run_id: str, state: layout.RunState) -> None:
+    def _end(self, run_id: str, state: record_names.RunState) -> None:
         self._put(f"end of run {run_id}", self.client.set_terminated, run_id, status=state)
 
     def _put(self, what: str, method: Callable[..., object], *args: Any, **kwargs: Any) -> None:
@@ -230,4 +237,4 @@ class Recorder:
 
 def _is_best(key: str) -> bool:
     """A best-checkpoint metric (`Selection.best_names`): logged with the trial's model."""
-    return key.startswith(layout.METRIC_BEST_PREFIX)
+    return key.startswith(record_names.METRIC_BEST_PREFIX)

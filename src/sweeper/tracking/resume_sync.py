@@ -36,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sweeper import layout
+from sweeper import record_names
 from sweeper.hashing import file_sha256
 from sweeper.redact import contained
 from sweeper.tracking.artifacts import repository
@@ -80,7 +80,7 @@ def snapshot(out_dir: Path, paths: list[Path], into: Path) -> dict[str, Path]:
                 raise Unstable(f"{rel} disappeared") from exc
             if (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns):
                 raise Unstable(f"{rel} changed while copied")
-            if rel == layout.EVENTS_FILE:
+            if rel == record_names.EVENTS_FILE:
                 _cut_at_last_line(copy)
             copies[rel] = copy
     return copies
@@ -134,7 +134,7 @@ def restore(repo: ArtifactRepository, out_dir: Path) -> int | None:
     """Put the newest intact synced copy into `out_dir`; returns its step, or None when
     there is none (or none intact). Only for a folder with no checkpoint of its own:
     a node that ran the trial before resumes from its own files."""
-    checkpoints = out_dir / layout.CHECKPOINT_DIR
+    checkpoints = out_dir / record_names.CHECKPOINT_DIR
     if checkpoints.is_dir() and any(p.is_file() for p in checkpoints.rglob("*")):
         return None
     try:
@@ -263,7 +263,7 @@ class CheckpointSync:
         if found.last is None:
             return
         paths = list(dict.fromkeys(p for p in (found.last, found.best) if p is not None))
-        paths.append(self._out / layout.EVENTS_FILE)
+        paths.append(self._out / record_names.EVENTS_FILE)
         try:
             if self._known is None:
                 self._known = {Path(i.path).name for i in self._repo.list_artifacts(BLOBS)}

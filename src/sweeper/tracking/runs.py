@@ -19,9 +19,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sweeper import layout
+from sweeper import record_names
 from sweeper.redact import redact_values
-from sweeper.trials import Trial
+from sweeper.trial_keys import Trial
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -44,7 +44,8 @@ class FoundRun:
     def finished(self) -> bool:
         """Finished for good: MLflow and sweeper agree (the summariser's rule 1)."""
         return (
-            self.mlflow_status == layout.RunState.FINISHED and self.status == layout.Status.FINISHED
+            self.mlflow_status == record_names.RunState.FINISHED
+            and self.status == record_names.Status.FINISHED
         )
 
 
@@ -81,24 +82,25 @@ def flatten_params(identity: Mapping[str, Any], prefix: str = "") -> dict[str, s
     return flat
 
 
-def trial_tags(trial: Trial, stage: layout.Stage = layout.Stage.GRID) -> dict[str, str]:
+def trial_tags(trial: Trial, stage: record_names.Stage = record_names.Stage.GRID) -> dict[str, str]:
     """The tags a trial run is created with (status and Ray ids come later)."""
     return {
-        layout.TAG_ROLE: layout.ROLE_TRIAL,
-        layout.TAG_SWEEP: trial.sweep,
-        layout.TAG_TRIAL_KEY: trial.key,
-        layout.TAG_GROUP: trial.group,
-        layout.TAG_SEED: str(trial.seed),
-        layout.TAG_INIT: trial.init,
-        layout.TAG_FRAMEWORK: trial.framework,
-        layout.TAG_METHOD: trial.method,
-        layout.TAG_STAGE: str(stage),
+        record_names.TAG_ROLE: record_names.ROLE_TRIAL,
+        record_names.TAG_SWEEP: trial.sweep,
+        record_names.TAG_TRIAL_KEY: trial.key,
+        record_names.TAG_GROUP: trial.group,
+        record_names.TAG_SEED: str(trial.seed),
+        record_names.TAG_INIT: trial.init,
+        record_names.TAG_FRAMEWORK: trial.framework,
+        record_names.TAG_METHOD: trial.method,
+        record_names.TAG_STAGE: str(stage),
     }
 
 
 def role_filter(role: str, sweep: str) -> str:
     """MLflow search filter for the runs of one role of one sweep."""
-    return f"tags.`{layout.TAG_ROLE}` = '{role}' and tags.`{layout.TAG_SWEEP}` = '{_quote(sweep)}'"
+    role_tag, sweep_tag = record_names.TAG_ROLE, record_names.TAG_SWEEP
+    return f"tags.`{role_tag}` = '{role}' and tags.`{sweep_tag}` = '{_quote(sweep)}'"
 
 
 def search_all(client: MlflowClient, experiment_id: str, filter_string: str = "") -> list[Run]:
@@ -123,15 +125,15 @@ def search_all(client: MlflowClient, experiment_id: str, filter_string: str = ""
 def find_trial_runs(client: MlflowClient, experiment_id: str, sweep: str) -> list[FoundRun]:
     """The trial runs of `sweep` in the experiment (all keys, duplicates included)."""
     found = []
-    for run in search_all(client, experiment_id, role_filter(layout.ROLE_TRIAL, sweep)):
-        key = run.data.tags.get(layout.TAG_TRIAL_KEY)
+    for run in search_all(client, experiment_id, role_filter(record_names.ROLE_TRIAL, sweep)):
+        key = run.data.tags.get(record_names.TAG_TRIAL_KEY)
         if key:
             found.append(
                 FoundRun(
                     run_id=run.info.run_id,
                     trial_key=key,
                     mlflow_status=run.info.status,
-                    status=run.data.tags.get(layout.TAG_STATUS),
+                    status=run.data.tags.get(record_names.TAG_STATUS),
                     start_time=run.info.start_time or 0,
                 )
             )
@@ -176,7 +178,7 @@ def create_trial_run(
     experiment_id: str,
     parent_run_id: str,
     trial: Trial,
-    stage: layout.Stage = layout.Stage.GRID,
+    stage: record_names.Stage = record_names.Stage.GRID,
     extra_tags: Mapping[str, str] | None = None,
     run_name: str | None = None,
 ) -> str:
@@ -190,7 +192,7 @@ def create_trial_run(
     params = [Param(k, v) for k, v in redact_values(flatten_params(trial.identity())).items()]
     for start in range(0, len(params), 100):  # MLflow's per-batch param limit
         client.log_batch(run.info.run_id, params=params[start : start + 100], synchronous=True)
-    client.update_run(run.info.run_id, status=layout.RunState.SCHEDULED)
+    client.update_run(run.info.run_id, status=record_names.RunState.SCHEDULED)
     return run.info.run_id
 
 

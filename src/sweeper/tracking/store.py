@@ -25,8 +25,10 @@ DB_FILE = "mlflow.db"
 ARTIFACT_DIR = "mlartifacts"
 
 
-def tracking_uri(spec: SweepSpec) -> str:
-    """The spec's MLflow URI: `tracking.uri`, else `sqlite:///{output_dir}/mlflow.db`."""
+def spec_store_uri(spec: SweepSpec) -> str:
+    """The store the spec alone names: `tracking.uri`, else `sqlite:///{output_dir}/mlflow.db`.
+    Where a sweep's record goes is `sweeper.deploy.resolve.tracking_uri` (the one
+    precedence: flag, spec, $MLFLOW_TRACKING_URI, a running cluster, this default)."""
     if spec.tracking.uri:
         return spec.tracking.uri
     return f"sqlite:///{Path(spec.output_dir) / DB_FILE}"

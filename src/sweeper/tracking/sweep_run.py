@@ -20,7 +20,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sweeper import layout
+from sweeper import record_names
 from sweeper.redact import redact, redact_values
 from sweeper.selection import Selection
 from sweeper.spec import SweepSpec
@@ -35,7 +35,7 @@ TAG_GIT_DIRTY = "sweeper.git_dirty"
 TAG_VERSION_PREFIX = "sweeper.version."
 TAG_RAY_RESOURCES = "sweeper.ray_resources"
 TAG_RAY_ADDRESS = "sweeper.ray_address"
-TAG_TRIALS = "sweeper.trials"
+TAG_TRIALS = "sweeper.trial_keys"
 PACKAGES = {
     "sweeper": ("sweeper",),
     "torch": ("torch",),
@@ -49,12 +49,12 @@ PACKAGES = {
 
 def open_sweep_run(client: MlflowClient, experiment_id: str, spec: SweepSpec) -> str:
     """The sweep's parent run: the latest existing one (a resume), else a new one."""
-    existing = search_all(client, experiment_id, role_filter(layout.ROLE_SWEEP, spec.name))
+    existing = search_all(client, experiment_id, role_filter(record_names.ROLE_SWEEP, spec.name))
     if existing:
         run_id = existing[-1].info.run_id
-        client.update_run(run_id, status=layout.RunState.RUNNING)
+        client.update_run(run_id, status=record_names.RunState.RUNNING)
         return run_id
-    tags = {layout.TAG_ROLE: layout.ROLE_SWEEP, layout.TAG_SWEEP: spec.name}
+    tags = {record_names.TAG_ROLE: record_names.ROLE_SWEEP, record_names.TAG_SWEEP: spec.name}
     return client.create_run(experiment_id, tags=tags, run_name=spec.name).info.run_id
 
 
@@ -66,16 +66,16 @@ def record_sweep(
     from mlflow.utils.mlflow_tags import MLFLOW_GIT_COMMIT
 
     leaf, *bases = spec_files(spec_file)
-    client.log_text(run_id, redact(leaf.read_text(encoding="utf-8")), layout.ARTIFACT_SPEC)
+    client.log_text(run_id, redact(leaf.read_text(encoding="utf-8")), record_names.ARTIFACT_SPEC)
     for depth, base in enumerate(bases, start=1):
         written = redact(base.read_text(encoding="utf-8"))
-        client.log_text(run_id, written, f"{layout.ARTIFACT_SPEC_BASES}/{depth}-{base.name}")
+        client.log_text(run_id, written, f"{record_names.ARTIFACT_SPEC_BASES}/{depth}-{base.name}")
     resolved = json.dumps(spec.model_dump(mode="json"), indent=2, sort_keys=True)
-    client.log_text(run_id, redact(resolved), layout.ARTIFACT_RESOLVED_SPEC)
+    client.log_text(run_id, redact(resolved), record_names.ARTIFACT_RESOLVED_SPEC)
     tags = {TAG_TRIALS: str(trials)}
     selection = Selection.of(spec.select)
     if not selection.is_default():  # a classification sweep's record stays as it was
-        tags[layout.TAG_SELECT] = selection.to_json()
+        tags[record_names.TAG_SELECT] = selection.to_json()
     versions = package_versions()
     _note_version_changes(client, run_id, versions)
     tags.update({TAG_VERSION_PREFIX + name: version for name, version in versions.items()})
@@ -138,7 +138,7 @@ def _note_version_changes(client: MlflowClient, run_id: str, current: Mapping[st
     if changes:
         print(
             f"note: package versions differ from the sweep's record: {'; '.join(changes)}. "
-            f"Trials run now are recorded with the new versions (tag {layout.TAG_VERSIONS}); "
+            f"Trials run now are recorded with the new versions (tag {record_names.TAG_VERSIONS}); "
             "finished trials keep theirs, and the summary notes the mix",
             file=sys.stderr,
         )
@@ -165,5 +165,5 @@ def git_state(folder: Path) -> tuple[str | None, bool]:
 
 def close_sweep_run(client: MlflowClient, run_id: str, failed: bool) -> None:
     """FINISHED when every trial finished, FAILED when any did not."""
-    state = layout.RunState.FAILED if failed else layout.RunState.FINISHED
+    state = record_names.RunState.FAILED if failed else record_names.RunState.FINISHED
     client.set_terminated(run_id, status=state)

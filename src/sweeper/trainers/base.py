@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from sweeper import layout
+from sweeper import record_names
 from sweeper.trainers.events import MetricEvent
 
 EVAL_BATCH_SIZE = 64
@@ -80,7 +80,7 @@ class TrialJob:
 
     @property
     def checkpoint_dir(self) -> Path:
-        return Path(self.out_dir) / layout.CHECKPOINT_DIR
+        return Path(self.out_dir) / record_names.CHECKPOINT_DIR
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self), indent=2, sort_keys=True), encoding="utf-8")

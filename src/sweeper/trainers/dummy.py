@@ -37,7 +37,7 @@ import sys
 import time
 from pathlib import Path
 
-from sweeper import layout
+from sweeper import record_names
 from sweeper.trainers.base import Checkpoints, TrialJob
 from sweeper.trainers.events import MetricEvent
 
@@ -60,7 +60,7 @@ class DummyTrainer:
             sys.executable,
             "-m",
             "sweeper.trainers.dummy",
-            str(Path(job.out_dir) / layout.TRIAL_CONFIG_FILE),
+            str(Path(job.out_dir) / record_names.TRIAL_CONFIG_FILE),
         ]
 
     def parse_line(self, line: str, wall_time: float) -> list[MetricEvent]:

@@ -1,4 +1,4 @@
-"""The one metric stream both frameworks produce (format documented in `sweeper.layout`).
+"""The one metric stream both frameworks produce (format documented in `sweeper.record_names`).
 
 Everything downstream (Ray reports, MLflow metrics, the summariser) reads these events,
 so a fairseq trial and an HF trial are compared on identical terms.

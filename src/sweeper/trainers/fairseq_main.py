@@ -243,13 +243,13 @@ def write_counts(save_dir: Path) -> None:
     parent: `TrialJob.checkpoint_dir`), as the HF child writes them: counted here,
     where torch is loaded, not in the Ray worker after the trainer ends. Only a trial's
     save dir (its folder holds the job): the pretraining stage's needs no counts."""
-    from sweeper import layout
+    from sweeper import record_names
     from sweeper.trainers.base import write_param_counts
     from sweeper.trainers.fairseq import count_parameters
 
     trial = save_dir.parent
     checkpoint = save_dir / LAST if (save_dir / LAST).is_file() else save_dir / BEST
-    if (trial / layout.TRIAL_CONFIG_FILE).is_file() and checkpoint.is_file():
+    if (trial / record_names.TRIAL_CONFIG_FILE).is_file() and checkpoint.is_file():
         count = count_parameters(checkpoint)
         write_param_counts(trial, count, count)
 

@@ -14,7 +14,7 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
-from sweeper import layout
+from sweeper import record_names
 from sweeper.trainers.base import Checkpoints, TrialJob, read_param_counts
 from sweeper.trainers.events import MetricEvent
 from sweeper.trainers.runner import python_module_command
@@ -99,7 +99,7 @@ def find_checkpoints(checkpoint_dir: Path) -> Checkpoints:
 
 
 def is_causal_lm(job: TrialJob) -> bool:
-    return job.extra.get("task") == layout.TASK_CAUSAL_LM
+    return job.extra.get("task") == record_names.TASK_CAUSAL_LM
 
 
 class HFTrainer:
@@ -110,7 +110,7 @@ class HFTrainer:
     def command(self, job: TrialJob) -> list[str]:
         """The child reads the job the runner saved; it resumes by itself."""
         child = LM_CHILD_MODULE if is_causal_lm(job) else CHILD_MODULE
-        return python_module_command(child, str(Path(job.out_dir) / layout.TRIAL_CONFIG_FILE))
+        return python_module_command(child, str(Path(job.out_dir) / record_names.TRIAL_CONFIG_FILE))
 
     def parse_line(self, line: str, wall_time: float) -> list[MetricEvent]:
         """Event lines only; the runner's clock replaces the child's, so wall time means

@@ -15,10 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sweeper.data.lm_task import LMData
-from sweeper.layout import TASK_CAUSAL_LM
+from sweeper.record_names import TASK_CAUSAL_LM
 from sweeper.spec import SweepSpec
 from sweeper.trainers.base import TrialJob
-from sweeper.trials import Trial
+from sweeper.trial_keys import Trial
 
 Log = Callable[[str], None]
 

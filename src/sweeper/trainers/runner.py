@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from sweeper import layout
+from sweeper import record_names
 from sweeper.trainers.base import Checkpoints, Trainer, TrialJob
 from sweeper.trainers.events import MetricEvent, read_events
 from sweeper.trainers.failures import disk_full, exit_reason
@@ -99,12 +99,12 @@ def _run(
 ) -> TrialResult:
     """`run_trainer`'s body; writing the log or events file can meet a full disk."""
     out.mkdir(parents=True, exist_ok=True)
-    job.save(out / layout.TRIAL_CONFIG_FILE)
+    job.save(out / record_names.TRIAL_CONFIG_FILE)
     started = time.monotonic()
 
     with (
-        open_for_append(out / layout.TRAINER_LOG_FILE) as log,
-        open_for_append(out / layout.EVENTS_FILE) as events_file,
+        open_for_append(out / record_names.TRAINER_LOG_FILE) as log,
+        open_for_append(out / record_names.EVENTS_FILE) as events_file,
     ):
 
         def on_line(line: str) -> str | None:
@@ -129,7 +129,7 @@ def _run(
         raise TrainerError(exit_reason(trainer.name, ended.code, ended.tail, out), ended.tail)
     return TrialResult(
         out_dir=out,
-        events=read_events(out / layout.EVENTS_FILE),
+        events=read_events(out / record_names.EVENTS_FILE),
         checkpoints=trainer.checkpoints(job),
         wall_time=time.monotonic() - started,
         trainable_params=trainer.trainable_params(job),

@@ -12,14 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sweeper.layout import TASK_CAUSAL_LM
+from sweeper.record_names import TASK_CAUSAL_LM
 from sweeper.spec import SweepSpec
 from sweeper.trainers.base import Trainer, TrialJob
 from sweeper.trainers.devices import detect_device
 from sweeper.trainers.events import MetricEvent
 from sweeper.trainers.registry import get_trainer
 from sweeper.trainers.runner import TrialResult, run_trainer
-from sweeper.trials import Trial
+from sweeper.trial_keys import Trial
 
 Log = Callable[[str], None]
 

@@ -96,7 +96,7 @@ class TrackingCallback(Callback):
 
 class StageCallback(Callback):
     """Between Tune's steps: lets a stage running beside the trials (pretraining,
-    `sweeper.tune.stages`) notice its end, free its CPU and say so. Not state: pickled
+    `sweeper.tune.pretrain_task`) notice its end, free its CPU and say so. Not state: pickled
     (into `tuner.pkl`) as nothing, like TrackingCallback's live parts."""
 
     def __init__(self, poll: Callable[[], None]):

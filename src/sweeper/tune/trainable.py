@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sweeper import layout
+from sweeper import record_names
 from sweeper.selection import ACCURACY, Selection, best_metrics
 from sweeper.spec import SweepSpec
 from sweeper.tracking.resume_sync import CheckpointSync
@@ -33,7 +33,7 @@ from sweeper.tracking.sweep_run import versions_json
 from sweeper.trainers.events import MetricEvent, best_validation, read_events
 from sweeper.trainers.runner import TrialResult
 from sweeper.trainers.trial import SweepInputs
-from sweeper.trials import Trial
+from sweeper.trial_keys import Trial
 
 if TYPE_CHECKING:
     from sweeper.tune.system_metrics import SystemSampler
@@ -70,7 +70,7 @@ class TrialContext:
     empty when trials read the driver's paths (a local store)."""
     pretraining: Any = None
     """Ray ObjectRef of the pretraining stage running beside the trials
-    (`sweeper.tune.stages`): `pretrained` trials wait for it. None when
+    (`sweeper.tune.pretrain_task`): `pretrained` trials wait for it. None when
     `inputs.pretrained` was ready before the trials started."""
 
 
@@ -83,13 +83,16 @@ def event_points(event: MetricEvent) -> list[list[Any]]:
     """
     if event.split == "train":
         names: tuple[tuple[str, float | None], ...] = (
-            (layout.METRIC_TRAIN_LOSS, event.loss),
-            (layout.METRIC_LR, event.lr),
+            (record_names.METRIC_TRAIN_LOSS, event.loss),
+            (record_names.METRIC_LR, event.lr),
         )
     else:
         names = tuple((f"{event.split}_{name}", v) for name, v in event.values().items())
     if event.split == "valid":
-        names += ((layout.METRIC_EPOCH, event.epoch), (layout.METRIC_WALL_TIME, event.wall_time))
+        names += (
+            (record_names.METRIC_EPOCH, event.epoch),
+            (record_names.METRIC_WALL_TIME, event.wall_time),
+        )
     return [[event.step, key, value] for key, value in names if value is not None]
 
 
@@ -196,7 +199,7 @@ class Reporter:
             for step, key, value in event_points(event)
             if self._replayed_values.get((key, step)) != value
         ]
-        if all(key == layout.METRIC_WALL_TIME for _, key, _ in changed):
+        if all(key == record_names.METRIC_WALL_TIME for _, key, _ in changed):
             return
         self._corrections.extend(changed)  # only what differs: nothing is logged twice
         self._replayed_values.update({(k, s): v for s, k, v in changed})
@@ -279,7 +282,7 @@ def run_reporting(
     out = trial_dir(ctx.spec, trial)
     inputs, staged, nice = ctx.inputs, ctx.staged, 0
     if ctx.pretraining is not None:
-        from sweeper.tune.stages import BESIDE_NICE, pretrained_inputs, running
+        from sweeper.tune.pretrain_task import BESIDE_NICE, pretrained_inputs, running
 
         if trial.init == "pretrained":
             inputs, staged = pretrained_inputs(ctx.pretraining, inputs, staged)
@@ -294,7 +297,7 @@ def run_reporting(
         versions=versions_json(),
         selection=Selection.of(ctx.spec.select),
     )
-    reporter.replay(read_events(out / layout.EVENTS_FILE))
+    reporter.replay(read_events(out / record_names.EVENTS_FILE))
 
     def on_event(event: MetricEvent) -> None:
         reporter.on_event(event)
@@ -353,7 +356,7 @@ def _checkpoint_sync(ctx: TrialContext, ref: RunRef, out: Path) -> CheckpointSyn
     repo = resume_repo(ref.artifact_uri, ctx.tracking_uri)
     step = restore(repo, out)
     if step is not None:
-        with open(out / layout.TRAINER_LOG_FILE, "a", encoding="utf-8") as log:
+        with open(out / record_names.TRAINER_LOG_FILE, "a", encoding="utf-8") as log:
             log.write(f"sweeper: restored the checkpoint synced at step {step}\n")
     warn = logging.getLogger(__name__).warning
     return CheckpointSync(repo, out, ctx.spec.sync_every, warn)

@@ -2,7 +2,7 @@
 
 A sweep is a graph of stages (issue 18): data preparation feeds every trial, the
 pretraining stage feeds only the trials of the `pretrained` init. So the engine
-(`sweeper.engine.stages`) prepares the data, creates the runs and then, on Ray, starts
+(`sweeper.engine.stage_graph`) prepares the data, creates the runs and then, on Ray, starts
 pretraining as a task *beside* the trials: random-init trials train while it runs, and
 a `pretrained` trial waits for its result inside its own Ray trial (`pretrained_inputs`)
 before it builds its initial weights.

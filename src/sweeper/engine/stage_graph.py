@@ -3,7 +3,7 @@
 Data preparation feeds every trial, so it runs in the driver before any run is created
 (what it refuses is exit 2, invariant 5). The pretraining stage feeds only the trials
 of the `pretrained` init: when the trials to run include others too, it runs as a Ray
-task beside them (`sweeper.tune.stages.PretrainStage`) instead of before them, and the
+task beside them (`sweeper.tune.pretrain_task.PretrainStage`) instead of before them, and the
 random-init trials are queued first. On the demo that hides most of the ~2 minutes of
 pretraining behind the 6 random-init trials (docs/benchmarks.md, "Stage graph").
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from mlflow import MlflowClient
 
     from sweeper.trainers.trial import SweepInputs
-    from sweeper.tune.stages import PretrainStage
+    from sweeper.tune.pretrain_task import PretrainStage
 
 
 def pretrain_beside(sweep: Sweep) -> bool:
@@ -58,7 +58,7 @@ def remote_root(client: MlflowClient, experiment_id: str) -> str | None:
 
 def start_pretraining(sweep: Sweep) -> PretrainStage:
     """Start the pretraining task on Ray (inside the driver's Ray session)."""
-    from sweeper.tune.stages import PretrainStage
+    from sweeper.tune.pretrain_task import PretrainStage
 
     waiting = sum(t.init == "pretrained" for k, t in sweep.trials.items() if _runs(sweep, k))
     print(

@@ -13,7 +13,7 @@ runs tagged `sweeper.stage=confirm` and keyed like grid trials (so a resumed con
 stage continues its runs). A group whose search finished no trial is not confirmed;
 the command then exits 1.
 
-Resume. The rules are the grid's (`sweeper.engine.store`): trial runs of the sweep
+Resume. The rules are the grid's (`sweeper.engine.open_store`): trial runs of the sweep
 exist and no `--resume` -> exit 2 before anything starts; `--resume` continues each
 study where it stopped (`num_samples - completed` new trials; the trials a killed
 driver was running are run again with the same values, in their own runs) and then
@@ -25,14 +25,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from sweeper import layout
+from sweeper import record_names
+from sweeper.engine.open_store import SweepStore, open_and_plan
 from sweeper.engine.options import EXIT_FAILED, RunOptions, SweepError
 from sweeper.engine.session import ray_session
-from sweeper.engine.store import SweepStore, open_and_plan
 from sweeper.engine.sweep import prepare
 from sweeper.search.group import SearchRun, search_group
 from sweeper.spec import SweepSpec
-from sweeper.trials import Trial
+from sweeper.trial_keys import Trial
 
 
 def run_search(options: RunOptions, spec: SweepSpec) -> int:
@@ -43,7 +43,7 @@ def run_search(options: RunOptions, spec: SweepSpec) -> int:
     from sweeper.search.confirm import best_configs, confirm_sweep
     from sweeper.tracking.runs import find_trial_runs
     from sweeper.tracking.study import reset_study, storage_url, study_name
-    from sweeper.trials import expand
+    from sweeper.trial_keys import expand
 
     search = spec.search
     assert search is not None
@@ -107,9 +107,9 @@ def _open_parent(options: RunOptions, spec: SweepSpec, store: SweepStore, trials
     parent = open_sweep_run(store.client, store.experiment_id, spec)
     record_sweep(store.client, parent, spec, Path(options.spec_path), trials)
     for key, value in (
-        (layout.TAG_SEARCH_METRIC, search.metric),
-        (layout.TAG_SEARCH_MODE, search.mode),
-        (layout.TAG_OPTUNA_STORAGE, storage_url(spec)),
+        (record_names.TAG_SEARCH_METRIC, search.metric),
+        (record_names.TAG_SEARCH_MODE, search.mode),
+        (record_names.TAG_OPTUNA_STORAGE, storage_url(spec)),
     ):
         store.client.set_tag(parent, key, value)
     return parent
