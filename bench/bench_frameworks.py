@@ -76,7 +76,7 @@ def measure(work: Path, arch: dict[str, int], epochs: int, threads: int) -> dict
     from sweeper.specio import load_spec
     from sweeper.trainers.registry import get_trainer
     from sweeper.trainers.runner import run_trainer
-    from sweeper.trainers.trial import build_job, prepare_inputs
+    from sweeper.trainers.trial_pipeline import build_job, prepare_inputs
     from sweeper.trial_keys import make_trial
 
     name = f"frameworks-{arch['layers']}x{arch['embed_dim']}"

@@ -88,7 +88,7 @@ def sweep_changes(epochs: int, frameworks: list[str], seeds: list[int]) -> dict[
 def bare_fairseq(job: dict[str, Any], out: Path) -> list[str]:
     """Stock fairseq-train with the trainer's own arguments (only --save-dir moved)."""
     from sweeper.trainers.base import TrialJob
-    from sweeper.trainers.fairseq import train_args
+    from sweeper.trainers.fairseq.fairseq_trainer import train_args
 
     args = train_args(TrialJob(**{**job, "out_dir": str(out)}))
     return [str(Path(sys.executable).parent / "fairseq-train"), *args]

@@ -279,7 +279,7 @@ def measure(tmp: Path, args: argparse.Namespace, repeats: int) -> tuple[list, di
 
     from sweeper.logs import quiet_root_logger
     from sweeper.specio import load_spec
-    from sweeper.trainers.trial import prepare_inputs
+    from sweeper.trainers.trial_pipeline import prepare_inputs
     from tests.support.cluster import mlflow_server
 
     demo = prepare_inputs(load_spec(common.DEMO_SPEC), log=lambda _: None)

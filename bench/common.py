@@ -318,8 +318,8 @@ def together_wall(timed: Sequence[Timed]) -> float:
 TRAINERS = (
     "fairseq-train",
     "hf_plain.py",
-    "sweeper.trainers.fairseq_main",
-    "sweeper.trainers.hf_main",
+    "sweeper.trainers.fairseq.fairseq_main",
+    "sweeper.trainers.hf.hf_main",
 )
 """Command lines of trainer processes, bare (stock fairseq-train, bench/hf_plain.py) or
 started by sweeper: the processes `run_timed(trace=is_trainer)` reads counters of."""
@@ -463,7 +463,7 @@ def ensure_inputs() -> float:
     process (preparing imports fairseq, which reconfigures logging). Returns seconds."""
     code = (
         "from sweeper.specio import load_spec; "
-        "from sweeper.trainers.trial import prepare_inputs; "
+        "from sweeper.trainers.trial_pipeline import prepare_inputs; "
         f"prepare_inputs(load_spec({str(DEMO_SPEC)!r}))"
     )
     start = time.perf_counter()

@@ -7,8 +7,8 @@
 The GPU machine this project can borrow has torch, transformers and PEFT, but neither
 Ray, MLflow nor fairseq, and no network. So this check runs what a Ray trial runs
 below Ray: `sweeper.trainers.runner.run_trainer` with the HF trainer, which starts
-`python -m sweeper.trainers.hf_main trial.json` and parses its event stream. The jobs
-are built here by `sweeper.trainers.trial.build_job` (the demo's token ids; seed 1's
+`python -m sweeper.trainers.hf.hf_main trial.json` and parses its event stream. The jobs
+are built here by `sweeper.trainers.trial_pipeline.build_job` (the demo's token ids; seed 1's
 starting weights from the demo's pretrained checkpoint, which fairseq writes, 3 epochs),
 then only their device and paths change on the GPU machine. Each precision the spec
 offers runs there, and LoRA; the fp32 job also runs here on the CPU, as the reference.
@@ -52,7 +52,7 @@ def prepare(folder: Path) -> None:
     The two demo sweeps' inputs come from their caches (runs/demo, runs/demo-llm),
     prepared first where missing."""
     from sweeper.specio import load_spec
-    from sweeper.trainers.trial import build_job, prepare_inputs
+    from sweeper.trainers.trial_pipeline import build_job, prepare_inputs
     from sweeper.trial_keys import make_trial
 
     root = Path(__file__).resolve().parents[1]
@@ -97,7 +97,7 @@ def run(folder: Path, device: str) -> dict[str, Any]:
     import common
 
     from sweeper.trainers.base import TrialJob
-    from sweeper.trainers.hf import HFTrainer
+    from sweeper.trainers.hf.hf_trainer import HFTrainer
     from sweeper.trainers.runner import TrainerError, run_trainer
 
     jobs = json.loads((folder / "jobs.json").read_text(encoding="utf-8"))

@@ -48,7 +48,7 @@ def time_phases(spec_path: str, trial_folder: str) -> dict[str, float]:
             time.perf_counter() - start
         )
         start = time.perf_counter()
-        from sweeper.trainers.trial import prepare_inputs
+        from sweeper.trainers.trial_pipeline import prepare_inputs
 
         inputs = prepare_inputs(spec, log=lambda _: None)
         timings["prepare cache check"] = time.perf_counter() - start

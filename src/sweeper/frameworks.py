@@ -42,9 +42,9 @@ class Framework:
 
 
 _BUILTIN = (
-    Framework("fairseq", "sweeper.trainers.fairseq:FairseqTrainer", ("full",),
+    Framework("fairseq", "sweeper.trainers.fairseq.fairseq_trainer:FairseqTrainer", ("full",),
               why_not="LoRA trials run on HF (PEFT) only"),
-    Framework("hf", "sweeper.trainers.hf:HFTrainer", ("full", "lora")),
+    Framework("hf", "sweeper.trainers.hf.hf_trainer:HFTrainer", ("full", "lora")),
 )  # fmt: skip
 _TABLE: dict[str, Framework] = {entry.name: entry for entry in _BUILTIN}
 _plugins_loaded = False

@@ -26,8 +26,8 @@ from sweeper.spec import SweepSpec
 from sweeper.specio import load_spec
 from sweeper.trainers.base import TrialJob
 from sweeper.trainers.events import MetricEvent
-from sweeper.trainers.fairseq import FairseqTrainer
-from sweeper.trainers.fairseq_checkpoints import BEST, LAST
+from sweeper.trainers.fairseq.fairseq_checkpoints import BEST, LAST
+from sweeper.trainers.fairseq.fairseq_trainer import FairseqTrainer
 from sweeper.trainers.runner import run_trainer
 
 pytestmark = pytest.mark.integration
@@ -37,7 +37,7 @@ EPOCHS, LOG_INTERVAL = 6, 5
 DRIVER = (
     "import sys; from pathlib import Path; "
     "from sweeper.trainers.base import TrialJob; "
-    "from sweeper.trainers.fairseq import FairseqTrainer; "
+    "from sweeper.trainers.fairseq.fairseq_trainer import FairseqTrainer; "
     "from sweeper.trainers.runner import run_trainer; "
     "run_trainer(FairseqTrainer(), TrialJob.load(Path(sys.argv[1])))"
 )

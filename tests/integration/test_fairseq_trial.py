@@ -19,8 +19,8 @@ from sweeper.spec import SweepSpec
 from sweeper.specio import load_spec
 from sweeper.trainers.base import TrialJob, read_param_counts
 from sweeper.trainers.events import best_validation
-from sweeper.trainers.fairseq import FairseqTrainer
-from sweeper.trainers.fairseq_checkpoints import BEST, LAST, allow_fairseq_checkpoints
+from sweeper.trainers.fairseq.fairseq_checkpoints import BEST, LAST, allow_fairseq_checkpoints
+from sweeper.trainers.fairseq.fairseq_trainer import FairseqTrainer
 from sweeper.trainers.metrics import accuracy_percent
 from sweeper.trainers.runner import TrialResult, run_trainer
 
@@ -199,7 +199,7 @@ def test_ties_keep_the_earliest_best(monkeypatch) -> None:
     no score for a tie or a worse score, so best stays at the earliest best step."""
     from fairseq import checkpoint_utils
 
-    from sweeper.trainers.fairseq_main import keep_earliest_best
+    from sweeper.trainers.fairseq.fairseq_main import keep_earliest_best
 
     given: list[float | None] = []
 
@@ -225,7 +225,7 @@ def test_sentence_prediction_logs_counts_and_exact_accuracy(monkeypatch) -> None
     from fairseq.criterions.sentence_prediction import SentencePredictionCriterion
     from fairseq.logging import metrics
 
-    from sweeper.trainers.fairseq_main import exact_accuracy
+    from sweeper.trainers.fairseq.fairseq_main import exact_accuracy
 
     def batch(correct: int, total: int) -> dict:
         return {"loss": 0.5 * total, "ntokens": 10 * total, "nsentences": total,
@@ -255,7 +255,7 @@ def test_sentence_prediction_logs_counts_and_exact_accuracy(monkeypatch) -> None
 def test_integers_are_logged_whole(monkeypatch) -> None:
     from fairseq.logging import progress_bar
 
-    from sweeper.trainers.fairseq_main import whole_integers_in_logs
+    from sweeper.trainers.fairseq.fairseq_main import whole_integers_in_logs
 
     assert progress_bar.format_stat(1234567) == "1.23457e+06"  # fairseq's `{:g}`
     monkeypatch.setattr(progress_bar, "format_stat", progress_bar.format_stat)

@@ -87,7 +87,7 @@ def _accuracy(model, hf_dir: Path, split: str = "test") -> float:
     """Accuracy (%) of a reloaded model on a prepared split, outside any Trainer."""
     import torch
 
-    from sweeper.trainers.hf_data import PadCollator, read_split
+    from sweeper.trainers.hf.hf_data import PadCollator, read_split
 
     data = read_split(hf_dir / f"{split}.jsonl")
     batch = PadCollator()([data[i] for i in range(len(data))])
@@ -151,9 +151,9 @@ def test_best_checkpoint_reloads_with_from_pretrained_and_reproduces_test(full_t
 def test_a_tie_keeps_the_earliest_best_checkpoint(inputs, tmp_path):
     """Every epoch scores the same: the best must stay the first (transformers compares
     with a strict >), the rule the summariser applies to the events."""
-    from sweeper.trainers import hf_main
-    from sweeper.trainers.hf import find_checkpoints
-    from sweeper.trainers.hf_data import read_splits
+    from sweeper.trainers.hf import hf_main
+    from sweeper.trainers.hf.hf_data import read_splits
+    from sweeper.trainers.hf.hf_trainer import find_checkpoints
 
     job = _job(inputs, tmp_path / "trial", epochs=3)
     trainer = hf_main.build_trainer(job, hf_main.build_model(job), read_splits(inputs["hf"]))
@@ -180,7 +180,7 @@ def _kill_after_first_checkpoint(job: TrialJob, killed: list[int]) -> threading.
                     cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
                 except OSError:
                     continue
-                if b"sweeper.trainers.hf_main" in cmdline and marker in cmdline:
+                if b"sweeper.trainers.hf.hf_main" in cmdline and marker in cmdline:
                     return int(entry)
         return None
 

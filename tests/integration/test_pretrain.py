@@ -13,8 +13,8 @@ import pytest
 
 from sweeper.spec import SweepSpec
 from sweeper.specio import load_spec
-from sweeper.trainers.fairseq_checkpoints import allow_fairseq_checkpoints
-from sweeper.trainers.pretrain import cache_key, pretrain
+from sweeper.trainers.fairseq.fairseq_checkpoints import allow_fairseq_checkpoints
+from sweeper.trainers.fairseq.fairseq_pretrain import cache_key, pretrain
 
 pytestmark = pytest.mark.integration
 pytest.importorskip("fairseq")

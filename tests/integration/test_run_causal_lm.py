@@ -69,7 +69,7 @@ def _reload(client, run_id: str, tmp) -> float:
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    from sweeper.trainers.lm_data import AnswerDataset, measure
+    from sweeper.trainers.hf.lm_data import AnswerDataset, measure
 
     tmp.mkdir()
     job = json.loads(Path(client.download_artifacts(run_id, "trial.json", str(tmp))).read_text())

@@ -18,7 +18,7 @@ import pytest
 
 from sweeper.tracking import staging
 from sweeper.tracking.staging import StagingError, localize, publish
-from sweeper.trainers.trial import SweepInputs
+from sweeper.trainers.trial_pipeline import SweepInputs
 from tests.support.cluster import mlflow_server
 from tests.support.faults import server_root
 from tests.support.reliability import record

@@ -13,7 +13,7 @@ import pytest
 from sweeper.spec import ArchConfig, TrainConfig
 from sweeper.trainers.base import TrialJob
 from sweeper.trainers.events import MetricEvent
-from sweeper.trainers.fairseq import train_args
+from sweeper.trainers.fairseq.fairseq_trainer import train_args
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))

@@ -20,7 +20,7 @@ from sweeper.models.llama import (
 from sweeper.selection import Selection
 from sweeper.specio import SpecError, load_spec
 from sweeper.trainers.events import MetricEvent
-from sweeper.trainers.lm_data import IGNORE, AnswerDataset, collate
+from sweeper.trainers.hf.lm_data import IGNORE, AnswerDataset, collate
 from sweeper.trial_keys import expand
 from tests.support.specs import SWEEPS, minimal_spec
 

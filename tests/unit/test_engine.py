@@ -157,7 +157,7 @@ def fake_ray(monkeypatch):
 
 
 def _inputs(tmp_path: Path):
-    from sweeper.trainers.trial import SweepInputs
+    from sweeper.trainers.trial_pipeline import SweepInputs
 
     return SweepInputs(tmp_path / "fs", tmp_path / "hf", 100, 2, 80, None)
 
@@ -231,7 +231,7 @@ def test_a_store_down_past_the_bound_ends_with_exit_1_and_says_how_to_go_on(
 def test_prepare_turns_input_errors_into_exit_codes(monkeypatch, tmp_path, template_store):
     from sweeper.data.errors import DataError
     from sweeper.engine.sweep import prepare
-    from sweeper.trainers import trial
+    from sweeper.trainers import trial_pipeline
     from sweeper.trainers.runner import TrainerError
 
     spec = _spec(tmp_path, template_store)
@@ -243,7 +243,7 @@ def test_prepare_turns_input_errors_into_exit_codes(monkeypatch, tmp_path, templ
         def fails(*args, error=error, **kwargs):
             raise error
 
-        monkeypatch.setattr(trial, "prepare_inputs", fails)
+        monkeypatch.setattr(trial_pipeline, "prepare_inputs", fails)
         with pytest.raises(SweepError) as raised:
             prepare(spec)
         assert raised.value.exit_code == code and text in raised.value.message

@@ -14,9 +14,9 @@ import pytest
 
 from sweeper.spec import ArchConfig, TrainConfig
 from sweeper.trainers.base import TrialJob, write_param_counts
-from sweeper.trainers.fairseq import FairseqTrainer, parse_log_line
-from sweeper.trainers.fairseq_checkpoints import BEST, LAST
-from sweeper.trainers.fairseq_main import _save_dir, repair_last_checkpoint
+from sweeper.trainers.fairseq.fairseq_checkpoints import BEST, LAST
+from sweeper.trainers.fairseq.fairseq_main import _save_dir, repair_last_checkpoint
+from sweeper.trainers.fairseq.fairseq_trainer import FairseqTrainer, parse_log_line
 from sweeper.trainers.metrics import accuracy_percent
 from sweeper.trainers.registry import get_trainer
 
@@ -112,7 +112,7 @@ def test_registry_finds_the_fairseq_trainer() -> None:
 
 def test_command_is_fairseq_train_through_the_launcher(tmp_path: Path) -> None:
     command = FairseqTrainer().command(make_job(tmp_path))
-    assert command[:3] == [sys.executable, "-m", "sweeper.trainers.fairseq_main"]
+    assert command[:3] == [sys.executable, "-m", "sweeper.trainers.fairseq.fairseq_main"]
     assert command[3] == "/data/fairseq"  # fairseq-train's positional DATA
     assert flag(command, "--task") == "sentence_prediction"
     assert flag(command, "--criterion") == "sentence_prediction"
@@ -216,7 +216,7 @@ def test_bf16_does_not_turn_on_fairseqs_tpu_mode() -> None:
     pytest.importorskip("fairseq")
     from fairseq import options
 
-    from sweeper.trainers.fairseq_main import bf16_without_tpu
+    from sweeper.trainers.fairseq.fairseq_main import bf16_without_tpu
 
     original = options.parse_args_and_arch
     argv = ["data", "--task", "sentence_prediction", "--arch", "roberta_base", "--bf16", "--cpu"]

@@ -11,13 +11,13 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from sweeper.trainers.base import TrialJob  # noqa: E402
-from sweeper.trainers.hf_data import (  # noqa: E402
+from sweeper.trainers.hf.hf_data import (  # noqa: E402
     PadCollator,
     argmax_logits,
     compute_accuracy,
     read_split,
 )
-from sweeper.trainers.hf_main import (  # noqa: E402
+from sweeper.trainers.hf.hf_main import (  # noqa: E402
     FairseqRecipeTrainer,
     check_data,
     precision_switches,
@@ -128,7 +128,7 @@ def test_weight_decay_reaches_biases_and_layer_norms_as_in_fairseq():
 
 
 def test_check_data_catches_a_count_mismatch_and_overlong_inputs(tmp_path):
-    from sweeper.trainers.hf_data import TokenIdDataset
+    from sweeper.trainers.hf.hf_data import TokenIdDataset
 
     def dataset(n: int, length: int) -> TokenIdDataset:
         return TokenIdDataset([torch.zeros(length, dtype=torch.long)] * n, [0] * n)

@@ -12,7 +12,7 @@ import pytest
 from sweeper import record_names
 from sweeper.trainers.base import TrialJob, log_interval, warmup_updates
 from sweeper.trainers.events import MetricEvent
-from sweeper.trainers.hf import (
+from sweeper.trainers.hf.hf_trainer import (
     EVENT_PREFIX,
     HFTrainer,
     find_checkpoints,
@@ -40,7 +40,7 @@ def test_command_runs_the_child_on_the_saved_job(tmp_path):
     job = _job(tmp_path)
     command = HFTrainer().command(job)
     assert command == [
-        sys.executable, "-m", "sweeper.trainers.hf_main",
+        sys.executable, "-m", "sweeper.trainers.hf.hf_main",
         str(Path(job.out_dir) / record_names.TRIAL_CONFIG_FILE),
     ]  # fmt: skip
 
@@ -137,7 +137,7 @@ def test_trainable_params_come_from_the_childs_file(tmp_path):
 
 def test_the_parent_side_imports_no_framework():
     code = (
-        "import sys, sweeper.trainers.hf\n"
+        "import sys, sweeper.trainers.hf.hf_trainer\n"
         "heavy = [m for m in ('torch', 'transformers', 'peft') if m in sys.modules]\n"
         "assert not heavy, heavy\n"
     )

@@ -153,7 +153,7 @@ def test_one_stream_loop_kills_on_a_lines_verdict(tmp_path):
 def test_timeout_is_the_trials_own(tmp_path, monkeypatch):
     """A `train.timeout_min` grid axis changes the trial key; it must change the limit too."""
     from sweeper.specio import validate_mapping
-    from sweeper.trainers import trial as trial_module
+    from sweeper.trainers import trial_pipeline as trial_module
     from sweeper.trial_keys import make_trial
     from tests.support.specs import minimal_spec
 
@@ -176,7 +176,7 @@ def test_timeout_is_the_trials_own(tmp_path, monkeypatch):
 def test_num_classes_must_hold_every_label(tmp_path, asked, ok):
     from sweeper.data.errors import DataError
     from sweeper.specio import validate_mapping
-    from sweeper.trainers.trial import _check_classes
+    from sweeper.trainers.trial_pipeline import _check_classes
     from tests.support.specs import minimal_spec
 
     raw = minimal_spec()

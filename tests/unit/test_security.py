@@ -65,7 +65,7 @@ def _write(tmp_path: Path, raw: dict) -> Path:
 
 
 def test_grid_values_cannot_traverse_out_of_the_trials_folder(tmp_path):
-    from sweeper.trainers.trial import trial_dir
+    from sweeper.trainers.trial_pipeline import trial_dir
 
     raw = minimal_spec()
     raw["grid"] = {

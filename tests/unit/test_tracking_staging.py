@@ -12,7 +12,7 @@ import pytest
 
 from sweeper.tracking import staging
 from sweeper.tracking.staging import StagingError, is_remote, localize, publish, tree_digest
-from sweeper.trainers.trial import SweepInputs
+from sweeper.trainers.trial_pipeline import SweepInputs
 
 
 def make_inputs(root: Path) -> SweepInputs:

@@ -18,7 +18,7 @@ pytest.importorskip("ray")
 
 
 def _ctx(tmp_path: Path):
-    from sweeper.trainers.trial import SweepInputs
+    from sweeper.trainers.trial_pipeline import SweepInputs
     from sweeper.tune.trainable import TrialContext
 
     raw = minimal_spec()

@@ -115,7 +115,7 @@ def _generate(work: Path, train_size: int, seed: int) -> Path:
 
 def _pretrain(work: Path, root: Path, corpus: Path, steps: int, seed: int) -> Path:
     """fairseq masked_lm on the corpus's unlabeled reviews, through the padded dict."""
-    from sweeper.trainers.trial import prepare_inputs
+    from sweeper.trainers.trial_pipeline import prepare_inputs
 
     pretrain_block = {"steps": steps, "batch_size": 8, "lr": 0.0005, "seed": seed}
     spec = _spec(work, {"source": "files", "dir": str(corpus)},

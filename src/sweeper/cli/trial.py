@@ -61,7 +61,7 @@ def _run(spec, trial, args: argparse.Namespace) -> int:
     from sweeper.selection import Selection, base_name
     from sweeper.trainers.events import MetricEvent, best_validation
     from sweeper.trainers.runner import TrainerError
-    from sweeper.trainers.trial import run_trial, trial_dir
+    from sweeper.trainers.trial_pipeline import run_trial, trial_dir
 
     out = args.out or trial_dir(spec, trial)
     print(f"trial {trial.name} (key {trial.key}) -> {out}")

@@ -6,6 +6,18 @@ Public API (stable; trainers and the sweep engine build on it):
   PreparedData.load(root) -> PreparedData                 reopen a prepared folder
   DataError                                               bad input, message "FILE:LINE: ..."
 
+  prepare.py      `prepare(spec)`: raw splits -> one encoding -> both datasets, cached
+  prepared.py     `PreparedData`: the handle on a prepared folder
+  rawtext.py      reading the raw splits: one text per line, one label per line, aligned
+  vocab.py        the shared vocabulary: a sentencepiece model plus fairseq's `dict.txt`
+  encode.py       text -> token ids, once, for both frameworks
+  binarize.py     writing encoded splits where each framework reads them
+  split_stats.py  what a researcher checks before trusting a run: lengths, unk, classes
+  generate.py     `data.source: generated`: the demo corpus, its sentencepiece and dict
+  demo_corpus.py  the demo corpus: French-like book reviews where pretraining helps
+  lm_task.py      prompt/answer data of a causal-LM sweep, prepared once, cached
+  errors.py       the one exception data preparation raises for bad input
+
 Importing this package is cheap: torch, fairseq and sentencepiece load only inside the
 functions that need them.
 """

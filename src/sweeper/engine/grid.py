@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from sweeper.spec import SweepSpec
     from sweeper.tracking.recorder import Recorder
     from sweeper.tracking.staging import StagedInput
-    from sweeper.trainers.trial import SweepInputs
+    from sweeper.trainers.trial_pipeline import SweepInputs
     from sweeper.tune.trainable import RunRef
 
 

@@ -27,7 +27,7 @@ from sweeper.engine.sweep import Sweep, prepare
 if TYPE_CHECKING:
     from mlflow import MlflowClient
 
-    from sweeper.trainers.trial import SweepInputs
+    from sweeper.trainers.trial_pipeline import SweepInputs
     from sweeper.tune.pretrain_task import PretrainStage
 
 

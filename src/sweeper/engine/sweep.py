@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
     from sweeper.spec import SweepSpec
     from sweeper.tracking.runs import RunPlan
-    from sweeper.trainers.trial import SweepInputs
+    from sweeper.trainers.trial_pipeline import SweepInputs
     from sweeper.trial_keys import Trial
     from sweeper.tune.progress import TrialView
 
@@ -72,7 +72,7 @@ def prepare(spec: SweepSpec, need_pretrained: bool = True) -> SweepInputs:
     from sweeper.data.errors import DataError
     from sweeper.logs import quiet_root_logger
     from sweeper.trainers.runner import TrainerError
-    from sweeper.trainers.trial import prepare_inputs
+    from sweeper.trainers.trial_pipeline import prepare_inputs
 
     try:
         return prepare_inputs(spec, log=_say, need_pretrained=need_pretrained)

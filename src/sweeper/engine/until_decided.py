@@ -34,7 +34,7 @@ from sweeper.summarize.records import SequentialPlan
 if TYPE_CHECKING:
     from sweeper.spec import SweepSpec
     from sweeper.summarize.records import Summary
-    from sweeper.trainers.trial import SweepInputs
+    from sweeper.trainers.trial_pipeline import SweepInputs
 
 
 def run_until_decided(options: RunOptions, spec: SweepSpec, budget: Budget) -> int:

@@ -1,12 +1,14 @@
 """RoBERTa in both frameworks: configs, exact parameter counts, weight conversion, inits.
 
-- `arch`:    one `ArchConfig` -> fairseq's real `RobertaModel`, its `fairseq-train`
-             flags, and the equivalent HF `RobertaConfig`.
-- `params`:  parameter counts of both real models by component, and the lab's hand
-             conventions derived from them (`sweeper params`).
-- `convert`: fairseq state dict -> HF `RobertaForSequenceClassification`/`ForMaskedLM`.
-- `init`:    the one starting checkpoint per (arch, init, seed) both frameworks load.
-- `lora`:    the spec's `lora` block as PEFT, and its trainable-parameter count.
+  arch.py       one `ArchConfig` -> fairseq's real `RobertaModel`, its `fairseq-train`
+                flags, and the equivalent HF `RobertaConfig`
+  params.py     parameter counts of both real models by component, and the lab's hand
+                conventions derived from them (`sweeper params`)
+  convert.py    fairseq state dict <-> HF RoBERTa-family weights, by one table of names
+  init.py       the one starting checkpoint per (arch, init, seed) both frameworks load
+  hf_import.py  a HuggingFace model folder as the pretrained checkpoint
+  lora.py       the spec's `lora` block as PEFT, and its trainable-parameter count
+  llama.py      the small decoder of causal-LM sweeps (`LlamaForCausalLM` from the spec)
 
 The public names below are imported lazily, so `import sweeper.models` stays free of
 torch, fairseq and transformers until one of them is used (docs/architecture.md, invariant 4).

@@ -1,6 +1,6 @@
 """Hyperparameter search: one Optuna study per group, then confirmation over all seeds.
 
-A spec with a `search:` block runs in two stages (`sweeper run`, `stages.run_search`):
+A spec with a `search:` block runs in two stages (`sweeper run`, `run.run_search`):
 
   search   for each group (framework × init × method × grid.params), Ray Tune runs
            `num_samples` trials on the tuning seed with values sampled by Optuna's TPE
@@ -10,7 +10,7 @@ A spec with a `search:` block runs in two stages (`sweeper run`, `stages.run_sea
            by the metric at their best validation point) is run over every grid seed;
            these runs, tagged `sweeper.stage=confirm`, make Table 1 and Table 2.
 
-  stages.py    the two stages, built on the grid engine (`sweeper.engine`)
+  run.py       the two stages, built on the grid engine (`sweeper.engine`)
   group.py     one group's search: its study, its Tuner (`sweeper.tune.tuner`)
   searcher.py  the Ray side: sampled config -> trial key and MLflow run, trainable, callback
   confirm.py   the confirm stage's trials: each group's best values over grid.seed

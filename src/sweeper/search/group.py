@@ -17,7 +17,7 @@ from sweeper.engine.open_store import SweepStore
 from sweeper.engine.options import RunOptions
 from sweeper.engine.sweep import trial_view
 from sweeper.spec import SweepSpec
-from sweeper.trainers.trial import SweepInputs
+from sweeper.trainers.trial_pipeline import SweepInputs
 from sweeper.trial_keys import Trial
 
 if TYPE_CHECKING:

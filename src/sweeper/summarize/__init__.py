@@ -1,26 +1,32 @@
 """`sweeper summarize`: a sweep's MLflow record turned into tables, statistics and figures.
 
-  load.py     MLflow -> RunRecords and metric histories (bulk where the store allows)
-  select.py   which runs count; best-validation checkpoint per trial (Table 1)
-  stats.py    Table 2 per group (t and bootstrap CIs, uncounted runs by outcome); the
-              tests: Welch, paired t, Wilcoxon, bootstrap
-  compare.py  which groups are compared (every axis that varies), paired or not
-  decide.py   seeds fixed in advance: Holm (or, with a margin, Bonferroni intervals),
-              a decision each, seeds needed; ASO option
-  sequential.py seeds added until decided: anytime-valid confidence sequences
-  search.py   the search stage per group: best configuration, Optuna importances
-  cells.py    how a value reads in a cell (rounding, "n/a"), for tables and paragraph
-  tables.py   the tables; markdown / CSV / JSON rendering of the same records
-  paragraph.py the results in words, quoting the tables' cells
-  terminal.py the same tables on a terminal (rich on a TTY, plain text otherwise)
-  latex.py    booktabs tables and the paragraph as a LaTeX fragment (summary.tex)
-  budget.py   expected best search score vs number of search trials (Dodge et al.)
-  figures.py  validation curves per group; test accuracy per group
-  report.py   report files, and logging them to the sweep's parent run
-  core.py     `summarize()` wiring the steps to a store
+  source.py       which reader a store gets: SQL on a local SQLite file, else MLflow
+  sqlite_store.py the SQLite reader (read-only SQL, no MLflow import)
+  load.py         MLflow -> RunRecords and metric histories (bulk where the store allows)
+  records.py      the plain records every step passes on (runs, trials, groups, comparisons)
+  select.py       which runs count; best-validation checkpoint per trial (Table 1)
+  stats.py        Table 2 per group (t and bootstrap CIs, uncounted runs by outcome); the
+                  tests: Welch, paired t, Wilcoxon, bootstrap
+  resampling.py   the BCa bootstrap and the Wilcoxon p on numpy (scipy's procedures)
+  compare.py      which groups are compared (every axis that varies), paired or not; P(A>B)
+  decide.py       seeds fixed in advance: Holm (or, with a margin, Bonferroni intervals),
+                  a decision each, seeds needed; ASO option
+  sequential.py   seeds added until decided: anytime-valid confidence sequences
+  search.py       the search stage per group: best configuration, Optuna importances
+  budget.py       expected best search score vs number of search trials (Dodge et al.)
+  cells.py        how a value reads in a cell (rounding, "n/a"), for tables and paragraph
+  tables.py       the tables; markdown / CSV / JSON rendering of the same records
+  paragraph.py    the results in words, quoting the tables' cells
+  terminal.py     the same tables on a terminal (rich on a TTY, plain text otherwise)
+  html.py         the report as one HTML page
+  latex.py        booktabs tables and the paragraph as a LaTeX fragment (summary.tex)
+  figures.py      validation curves per group; test accuracy per group
+  report.py       report files, and logging them to the sweep's parent run
+  evaluate.py     `--evaluate`: each best checkpoint re-measured by its framework
+  core.py         `summarize()` wiring the steps to a store
 
-Importing this package loads neither mlflow, scipy, statsmodels nor matplotlib; they load inside the
-functions that need them.
+Importing this package loads neither mlflow, scipy, statsmodels nor matplotlib; they
+load inside the functions that need them.
 """
 
 from __future__ import annotations

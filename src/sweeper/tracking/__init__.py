@@ -1,18 +1,25 @@
 """A sweep's MLflow record, shared by the sweep engine and the summariser.
 
-`store` resolves a spec to its tracking URI, artifact folder and experiment name: both
+`store.py` resolves a spec to its store, artifact folder and experiment name: both
 sides must agree on them, or the summariser would read a different store than the one
 the sweep wrote. MLflow itself is imported only inside the functions that talk to it.
 
-The sweep engine's side (`sweeper run`):
-  server.py     open the store; an unreachable tracking server fails fast (exit 2)
-  runs.py       trial runs keyed by trial key; what a run or a --resume does per key
-  sweep_run.py  the parent run: spec, provenance, cluster
-  recorder.py   the driver, sole writer of trial statuses/metrics/errors (deduplicated)
-  callback.py   the Tune callback feeding the recorder and the progress view
-  artifacts.py  the trial's own upload of its checkpoint and files
-  staging.py    inputs through the artifact store, a node cache keyed by content hash
+  store.py        the spec's own store URI, artifact folder, experiment name
+  schema.py       a new SQLite store starts as a copy of an empty, migrated one
+  server.py       open the store; an unreachable tracking server fails fast (exit 2)
+  lease.py        one live driver per sweep: a lease in the store, renewed by a heartbeat
+  runs.py         trial runs keyed by trial key; what a run or a --resume does per key
+  sweep_run.py    the parent run: spec, provenance, cluster
+  recorder.py     the driver, sole writer of trial statuses/metrics/errors (deduplicated)
+  outbox.py       the driver's writes, kept in order and retried while the store is away
+  inputs.py       what a sweep's trials compute from, and the check on --resume
+  lineage.py      which prepared data a run trained and was measured on
+  artifacts.py    the trial's own upload of its checkpoint and files
+  models.py       each finished trial's best checkpoint as an MLflow logged model
+  staging.py      inputs through the artifact store, a node cache keyed by content hash
   resume_sync.py  a trial's last checkpoint synced to its run, restored on another node
+  study.py        the Optuna studies of a search: storage, names, resume, importances
+  links.py        links into the MLflow UI, the same wherever sweeper prints one
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from mlflow.entities import DatasetInput
 
     from sweeper.spec import SweepSpec
-    from sweeper.trainers.trial import SweepInputs
+    from sweeper.trainers.trial_pipeline import SweepInputs
 
 SPLITS = ("train", "valid", "test")
 CONTEXT_TAG = "mlflow.data.context"

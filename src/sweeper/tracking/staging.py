@@ -43,7 +43,7 @@ from sweeper.hashing import file_sha256
 from sweeper.tracking.artifacts import repository
 
 if TYPE_CHECKING:
-    from sweeper.trainers.trial import SweepInputs
+    from sweeper.trainers.trial_pipeline import SweepInputs
 
 CACHE_ENV = "SWEEPER_CACHE"
 INPUTS_DIR = "inputs"

@@ -1,6 +1,19 @@
-"""Trainers: each framework runs a trial in its own subprocess and emits metric events.
+"""Trainers: one trial of one framework, run as a subprocess and read as metric events.
 
-Frameworks are looked up by name in `sweeper.frameworks` (loaded by
-`registry.get_trainer`), so importing this package loads neither fairseq nor
-transformers.
+Shared by every framework:
+  base.py            what a trainer is (`Trainer`, `TrialJob`, `Checkpoints`)
+  registry.py        `get_trainer(name)`: a framework's trainer class, imported when used
+  runner.py          the subprocess: stream its output into events, enforce limits
+  events.py          the one metric stream both frameworks produce
+  failures.py        why a trainer failed, in one line a researcher can act on
+  metrics.py         accuracy from counts: the one expression every trainer uses
+  devices.py         the trial's device (NVML first; torch only where a GPU is)
+  reload.py          a stored best checkpoint's test accuracy, measured again
+  trial_pipeline.py  one trial end to end: shared inputs, shared initial weights, trainer
+  dummy.py           a trainer without a framework, registered by the tests as a plugin
+Per framework:
+  fairseq/           fairseq-train and its fixes, checkpoints, the masked_lm pretraining
+  hf/                transformers (classifier and causal LM), PEFT's LoRA
+
+Importing this package loads neither torch, fairseq nor transformers.
 """

@@ -43,7 +43,7 @@ def fairseq_test_accuracy(job: TrialJob, checkpoint: Path) -> float:
     import torch
     from fairseq.models.roberta import RobertaModel
 
-    from sweeper.trainers.fairseq_checkpoints import BEST, allow_fairseq_checkpoints
+    from sweeper.trainers.fairseq.fairseq_checkpoints import BEST, allow_fairseq_checkpoints
 
     allow_fairseq_checkpoints()
     hub = RobertaModel.from_pretrained(
@@ -75,7 +75,7 @@ def hf_test_accuracy(job: TrialJob, checkpoint: Path) -> float:
 
     import torch
 
-    from sweeper.trainers.hf_data import read_split
+    from sweeper.trainers.hf.hf_data import read_split
 
     model = _hf_model(job, checkpoint).to(_device()).eval()
     dtype = _dtype(job)  # transformers' bf16/fp16: fp32 weights under autocast
@@ -100,7 +100,7 @@ def _hf_model(job: TrialJob, checkpoint: Path) -> torch.nn.Module:
 def _classify(model: torch.nn.Module, data) -> float:
     import torch
 
-    from sweeper.trainers.hf_data import PadCollator
+    from sweeper.trainers.hf.hf_data import PadCollator
 
     collate, correct = PadCollator(), 0
     with torch.no_grad():
@@ -121,7 +121,7 @@ def lm_test_metrics(job: TrialJob, checkpoint: Path) -> dict[str, float]:
     PEFT adapters on the trial's starting decoder (LoRA), and measure the test split
     with the function the trial measured it with (`trainers.lm_data.measure`)."""
     from sweeper.models.llama import load_lm
-    from sweeper.trainers.lm_data import AnswerDataset, measure
+    from sweeper.trainers.hf.lm_data import AnswerDataset, measure
 
     if job.method == "lora":
         from peft import PeftModel

@@ -15,7 +15,7 @@ Where and with what it runs:
   trial slot from the pool, and a trial waiting for it can never hold the CPU it
   needs. The reservation is released as soon as the task ends (`PretrainStage.poll`,
   called between Tune's steps);
-- the task calls `sweeper.trainers.trial.prepare_inputs`, the function the driver used
+- the task calls `sweeper.trainers.trial_pipeline.prepare_inputs`, the function the driver used
   to call before any trial: data preparation is a cache hit there, and pretraining runs
   with the same command, threads and seed, so the checkpoint (and every record built on
   it) is the one the sequential stage trained;
@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from sweeper.spec import SweepSpec
 from sweeper.tracking.staging import StagedInput
 from sweeper.trainers.runner import TrainerError
-from sweeper.trainers.trial import SweepInputs
+from sweeper.trainers.trial_pipeline import SweepInputs
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -77,7 +77,7 @@ def pretrain_task(spec: SweepSpec, root_uri: str | None, tracking_uri: str) -> P
     published when `root_uri` (a remote artifact root) is given."""
     from sweeper.logs import quiet_root_logger
     from sweeper.tracking.staging import publish
-    from sweeper.trainers.trial import prepare_inputs
+    from sweeper.trainers.trial_pipeline import prepare_inputs
 
     started = time.monotonic()
     lines: list[str] = []

@@ -1,7 +1,7 @@
 """The trial side of the Tune layer: what runs inside a Ray trial, and what it reports.
 
 A Ray trial runs one sweep trial: what it computes stays entirely in
-`sweeper.trainers.trial.run_trial`, the function `sweeper trial` calls too. A trial's
+`sweeper.trainers.trial_pipeline.run_trial`, the function `sweeper trial` calls too. A trial's
 folder (`trial_dir`) is a function of its key, so a Ray retry, or a resumed sweep,
 restarts the trainer where its own last checkpoint left off; Tune checkpoints are not
 used at all.
@@ -32,7 +32,7 @@ from sweeper.tracking.staging import StagedInput
 from sweeper.tracking.sweep_run import versions_json
 from sweeper.trainers.events import MetricEvent, best_validation, read_events
 from sweeper.trainers.runner import TrialResult
-from sweeper.trainers.trial import SweepInputs
+from sweeper.trainers.trial_pipeline import SweepInputs
 from sweeper.trial_keys import Trial
 
 if TYPE_CHECKING:
@@ -276,7 +276,7 @@ def run_reporting(
     builds both from the sampled config); `report` receives every Tune report."""
     from sweeper.tracking.artifacts import upload_logs, upload_trial
     from sweeper.tracking.staging import localize
-    from sweeper.trainers.trial import run_trial, trial_dir
+    from sweeper.trainers.trial_pipeline import run_trial, trial_dir
     from sweeper.tune.system_metrics import SystemSampler
 
     out = trial_dir(ctx.spec, trial)

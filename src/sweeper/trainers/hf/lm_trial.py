@@ -1,7 +1,7 @@
 """A causal-LM sweep's inputs and trial jobs (`task: causal_lm`; see `trainers.trial`).
 
 Inputs: the prompt/answer data (`sweeper.data.lm_task`) and the `pretrained` decoder,
-trained by `sweeper.trainers.lm_pretrain` or named by `model.checkpoint` (a local HF
+trained by `sweeper.trainers.hf.lm_pretrain` or named by `model.checkpoint` (a local HF
 causal-LM folder). A trial's starting weights are that folder, or for `random` the
 seed's freshly drawn `model.arch` decoder (`sweeper.models.llama.random_init`), so the
 trials of one seed share their starting point whatever their method. The job tells the
@@ -35,7 +35,7 @@ def prepare_lm_inputs(
         if spec.model.checkpoint is not None:
             pretrained = spec.model.checkpoint
         else:
-            from sweeper.trainers.lm_pretrain import pretrain_lm
+            from sweeper.trainers.hf.lm_pretrain import pretrain_lm
 
             pretrained = pretrain_lm(spec, data, log)
     return data, pretrained

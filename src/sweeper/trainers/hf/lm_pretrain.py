@@ -2,10 +2,11 @@
 
 The `pretrained` init of a causal-LM sweep with `model.pretrain` is a Llama-style
 decoder sweeper trains itself on the unlabeled corpus (next-token loss), as the
-classification sweeps' RoBERTa is pretrained by fairseq (`sweeper.trainers.pretrain`,
+classification sweeps' RoBERTa is pretrained by fairseq
+(`sweeper.trainers.fairseq.fairseq_pretrain`,
 whose content-hash cache key, publish-by-rename and process streaming this reuses).
 It starts from the random weights of `model.pretrain.seed`, runs in a child process
-(`sweeper.trainers.lm_main --pretrain`) with every core, and is cached as
+(`sweeper.trainers.hf.lm_main --pretrain`) with every core, and is cached as
 `OUTPUT_DIR/pretrained/llama-<key>/` (`save_pretrained`).
 """
 
@@ -22,11 +23,11 @@ from sweeper.data.lm_task import LMData
 from sweeper.models.llama import random_init
 from sweeper.spec import SweepSpec
 from sweeper.trainers.base import warmup_updates
-from sweeper.trainers.pretrain import cache_key
+from sweeper.trainers.fairseq.fairseq_pretrain import cache_key
 from sweeper.trainers.runner import TrainerError, python_module_command, stream_process, thread_env
 
 Log = Callable[[str], None]
-CHILD_MODULE = "sweeper.trainers.lm_main"
+CHILD_MODULE = "sweeper.trainers.hf.lm_main"
 DONE_FILE = "config.json"
 LOG_FILE = "train.log"
 

@@ -27,8 +27,8 @@ from typing import Protocol
 from sweeper.spec import ArchConfig, PretrainConfig, SweepSpec
 from sweeper.trainers.base import warmup_updates
 from sweeper.trainers.devices import detect_device
-from sweeper.trainers.fairseq import CHILD_MODULE, arch_flags, parse_log_line
-from sweeper.trainers.fairseq_checkpoints import LAST
+from sweeper.trainers.fairseq.fairseq_checkpoints import LAST
+from sweeper.trainers.fairseq.fairseq_trainer import CHILD_MODULE, arch_flags, parse_log_line
 from sweeper.trainers.runner import (
     TrainerError,
     python_module_command,

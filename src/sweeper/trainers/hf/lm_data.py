@@ -1,5 +1,5 @@
 """Prompt/answer batches and the causal-LM measurements, shared by the trial process
-(`sweeper.trainers.lm_main`) and `summarize --evaluate`'s reload, so the recorded and
+(`sweeper.trainers.hf.lm_main`) and `summarize --evaluate`'s reload, so the recorded and
 the re-measured numbers come from one function.
 
 A training example is `<s> prompt answer </s>`; its labels are -100 (ignored) on `<s>`

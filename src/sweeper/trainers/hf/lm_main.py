@@ -1,17 +1,17 @@
-"""The causal-LM trial process: `python -m sweeper.trainers.lm_main OUT_DIR/trial.json`.
+"""The causal-LM trial process: `python -m sweeper.trainers.hf.lm_main OUT_DIR/trial.json`.
 
 The HF trainer's child for `task: causal_lm` (the parent side is
-`sweeper.trainers.hf.HFTrainer`, which picks this module by the job's task). It
+`sweeper.trainers.hf.hf_trainer.HFTrainer`, which picks this module by the job's task). It
 fine-tunes the trial's starting decoder (a folder: `sweeper.models.llama`) on
 prompt -> answer pairs with `transformers.Trainer`, fully or through LoRA adapters, on
-the answer tokens' loss (`sweeper.trainers.lm_data`), with the classifier's recipe and
-checkpoint handling (`sweeper.trainers.hf_main`: AdamW, linear warmup and decay, one
+the answer tokens' loss (`sweeper.trainers.hf.lm_data`), with the classifier's recipe and
+checkpoint handling (`sweeper.trainers.hf.hf_main`: AdamW, linear warmup and decay, one
 save per epoch, best + last kept, resume from the newest). At every epoch end valid and
 test are measured (loss, perplexity, exact match of greedy answers) and sent as metric
 events; the best checkpoint is the one with the best `job.extra["select"]` metric.
 
-`python -m sweeper.trainers.lm_main --pretrain SETTINGS.json` is the pretraining stage
-of a `model.arch` decoder (`sweeper.trainers.lm_pretrain` runs it): next-token loss on
+`python -m sweeper.trainers.hf.lm_main --pretrain SETTINGS.json` is the pretraining stage
+of a `model.arch` decoder (`sweeper.trainers.hf.lm_pretrain` runs it): next-token loss on
 the unlabeled corpus from the seed's random weights, saved with `save_pretrained`.
 """
 
@@ -30,7 +30,7 @@ from sweeper.models.llama import BOS_ID, EOS_ID, apply_lm_lora, load_lm
 from sweeper.quick_exit import exit_now
 from sweeper.trainers.base import TrialJob
 from sweeper.trainers.events import MetricEvent
-from sweeper.trainers.hf_main import (
+from sweeper.trainers.hf.hf_main import (
     EventPrinter,
     FairseqRecipeTrainer,
     KeepBestAndLast,
@@ -41,7 +41,7 @@ from sweeper.trainers.hf_main import (
     use_cuda,
     write_params,
 )
-from sweeper.trainers.lm_data import AnswerDataset, collate, measure
+from sweeper.trainers.hf.lm_data import AnswerDataset, collate, measure
 
 
 class AnswerTrainer(FairseqRecipeTrainer):
@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         pretrain(json.loads(Path(args[1]).read_text(encoding="utf-8")))
         return 0
     if len(args) != 1:
-        print("usage: python -m sweeper.trainers.lm_main OUT_DIR/trial.json", file=sys.stderr)
+        print("usage: python -m sweeper.trainers.hf.lm_main OUT_DIR/trial.json", file=sys.stderr)
         return 2
     job = TrialJob.load(Path(args[0]))
     if use_cuda(job):

@@ -1,11 +1,11 @@
-"""The HF trial process: `python -m sweeper.trainers.hf_main OUT_DIR/trial.json`.
+"""The HF trial process: `python -m sweeper.trainers.hf.hf_main OUT_DIR/trial.json`.
 
 It fine-tunes `RobertaForSequenceClassification` with `transformers.Trainer` on the
 prepared token ids, starting from the weights converted from the trial's fairseq-format
 init checkpoint, with fairseq's recipe (AdamW, linear warmup then linear decay to 0,
 clipping, dropout). Valid and test are both measured at every epoch end, so the test
 accuracy of the best-validation checkpoint is known without a second pass. Metric
-events go to stdout (see `sweeper.trainers.hf.EVENT_PREFIX`); the parent turns them
+events go to stdout (see `sweeper.trainers.hf.hf_trainer.EVENT_PREFIX`); the parent turns them
 into Ray reports and MLflow metrics. Checkpoints found in the output folder are resumed.
 """
 
@@ -35,21 +35,21 @@ from sweeper.trainers.base import (
     write_param_counts,
 )
 from sweeper.trainers.events import MetricEvent
-from sweeper.trainers.hf import (
-    CHECKPOINT_PREFIX,
-    STATE_FILE,
-    checkpoint_step,
-    complete_checkpoints,
-    find_checkpoints,
-    format_event,
-)
-from sweeper.trainers.hf_data import (
+from sweeper.trainers.hf.hf_data import (
     PAD_ID,
     PadCollator,
     TokenIdDataset,
     argmax_logits,
     compute_accuracy,
     read_splits,
+)
+from sweeper.trainers.hf.hf_trainer import (
+    CHECKPOINT_PREFIX,
+    STATE_FILE,
+    checkpoint_step,
+    complete_checkpoints,
+    find_checkpoints,
+    format_event,
 )
 
 BEST_METRIC = "eval_valid_accuracy"
@@ -305,7 +305,7 @@ def run(job: TrialJob) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m sweeper.trainers.hf_main OUT_DIR/trial.json", file=sys.stderr)
+        print("usage: python -m sweeper.trainers.hf.hf_main OUT_DIR/trial.json", file=sys.stderr)
         return 2
     job = TrialJob.load(Path(args[0]))
     if use_cuda(job):

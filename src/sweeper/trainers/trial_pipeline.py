@@ -42,7 +42,7 @@ class SweepInputs:
 def prepare_inputs(spec: SweepSpec, log: Log = print, need_pretrained: bool = True) -> SweepInputs:
     """Prepare data and (if asked) the pretrained checkpoint; both cached across calls."""
     if spec.task == TASK_CAUSAL_LM:
-        from sweeper.trainers.lm_trial import prepare_lm_inputs
+        from sweeper.trainers.hf.lm_trial import prepare_lm_inputs
 
         data, pretrained = prepare_lm_inputs(spec, log, need_pretrained)
         return SweepInputs(data.dir, data.dir, data.vocab_size, 0, data.num_train, pretrained)
@@ -55,7 +55,7 @@ def prepare_inputs(spec: SweepSpec, log: Log = print, need_pretrained: bool = Tr
         if spec.model.checkpoint is not None:
             pretrained = pretrained_file(spec, prepared.vocab_size, log)
         else:
-            from sweeper.trainers.pretrain import pretrain
+            from sweeper.trainers.fairseq.fairseq_pretrain import pretrain
 
             pretrained = pretrain(spec, prepared, log=log)
     return SweepInputs(
@@ -110,7 +110,7 @@ def build_job(
     """Resolve a trial into the job its trainer runs, creating its initial weights."""
     if spec.task == TASK_CAUSAL_LM:
         from sweeper.data.lm_task import LMData
-        from sweeper.trainers.lm_trial import build_lm_job
+        from sweeper.trainers.hf.lm_trial import build_lm_job
 
         data = LMData.load(inputs.hf_data)
         return build_lm_job(spec, trial, data, inputs.pretrained, out_dir, threads, detect_device())

@@ -1,6 +1,6 @@
 """fairseq-train as sweeper's trials run it, with the fixes this stack needs.
 
-`python -m sweeper.trainers.fairseq_main ARGS` takes exactly fairseq-train's arguments
+`python -m sweeper.trainers.fairseq.fairseq_main ARGS` takes exactly fairseq-train's arguments
 and applies these fixes around fairseq's own training:
 
 1. torch >= 2.6 loads checkpoints with `weights_only=True`, and fairseq's own
@@ -48,7 +48,7 @@ import zipfile
 from pathlib import Path
 
 from sweeper.quick_exit import exit_now
-from sweeper.trainers.fairseq_checkpoints import BEST, LAST, allow_fairseq_checkpoints
+from sweeper.trainers.fairseq.fairseq_checkpoints import BEST, LAST, allow_fairseq_checkpoints
 
 
 def keep_earliest_best() -> None:
@@ -92,7 +92,7 @@ def exact_accuracy() -> None:
     from fairseq.criterions.sentence_prediction import SentencePredictionCriterion
     from fairseq.logging import metrics
 
-    from sweeper.trainers.fairseq import ACCURACY_COUNTS
+    from sweeper.trainers.fairseq.fairseq_trainer import ACCURACY_COUNTS
     from sweeper.trainers.metrics import accuracy_percent
 
     correct_key, total_key = ACCURACY_COUNTS
@@ -245,7 +245,7 @@ def write_counts(save_dir: Path) -> None:
     save dir (its folder holds the job): the pretraining stage's needs no counts."""
     from sweeper import record_names
     from sweeper.trainers.base import write_param_counts
-    from sweeper.trainers.fairseq import count_parameters
+    from sweeper.trainers.fairseq.fairseq_trainer import count_parameters
 
     trial = save_dir.parent
     checkpoint = save_dir / LAST if (save_dir / LAST).is_file() else save_dir / BEST

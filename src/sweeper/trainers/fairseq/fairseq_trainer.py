@@ -2,7 +2,7 @@
 
 The parent side lives here: `FairseqTrainer` (run by `runner.run_trainer`) builds the
 command line from the lab's recipe and turns fairseq's JSON log lines into metric
-events. The child is `python -m sweeper.trainers.fairseq_main ARGS`: fairseq-train
+events. The child is `python -m sweeper.trainers.fairseq.fairseq_main ARGS`: fairseq-train
 itself, with the fixes this stack needs (see that module).
 
 Loss units: fairseq's sentence_prediction criterion logs cross-entropy in bits (it
@@ -30,11 +30,11 @@ from sweeper.trainers.base import (
     warmup_updates,
 )
 from sweeper.trainers.events import MetricEvent
-from sweeper.trainers.fairseq_checkpoints import BEST, LAST, allow_fairseq_checkpoints
+from sweeper.trainers.fairseq.fairseq_checkpoints import BEST, LAST, allow_fairseq_checkpoints
 from sweeper.trainers.metrics import accuracy_percent
 from sweeper.trainers.runner import python_module_command
 
-CHILD_MODULE = "sweeper.trainers.fairseq_main"
+CHILD_MODULE = "sweeper.trainers.fairseq.fairseq_main"
 LN2 = math.log(2)
 EVAL_SPLITS = ("valid", "test")
 """`--valid-subset valid,test`: fairseq tracks the best checkpoint on the first only."""

@@ -3,7 +3,7 @@
 This module runs in the Ray worker (or the CLI) that supervises a trial, so it imports
 neither torch nor transformers: it only builds the child's command line, reads the
 child's event lines, and inspects what the child left on disk. The child itself is
-`sweeper.trainers.hf_main`; the two share the small helpers below (line format,
+`sweeper.trainers.hf.hf_main`; the two share the small helpers below (line format,
 checkpoint discovery, warmup arithmetic) so they cannot drift apart.
 """
 
@@ -19,9 +19,9 @@ from sweeper.trainers.base import Checkpoints, TrialJob, read_param_counts
 from sweeper.trainers.events import MetricEvent
 from sweeper.trainers.runner import python_module_command
 
-CHILD_MODULE = "sweeper.trainers.hf_main"
-LM_CHILD_MODULE = "sweeper.trainers.lm_main"
-"""The child of a causal-LM job (`job.extra["task"]`, sweeper.trainers.lm_trial)."""
+CHILD_MODULE = "sweeper.trainers.hf.hf_main"
+LM_CHILD_MODULE = "sweeper.trainers.hf.lm_main"
+"""The child of a causal-LM job (`job.extra["task"]`, sweeper.trainers.hf.lm_trial)."""
 EVENT_PREFIX = "@@sweeper-event "
 """Marks the child's metric lines; everything else it prints is plain log."""
 """`{"trainable": int, "total": int}`, written by the child before training starts."""

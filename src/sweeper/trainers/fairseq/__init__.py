@@ -1,0 +1,11 @@
+"""The fairseq side of a classification sweep: trainer, child process, checkpoints.
+
+  fairseq_trainer.py     the trainer as the parent sees it: one trial is one
+                         `fairseq-train --task sentence_prediction` run; log parsing
+  fairseq_main.py        the child: fairseq-train with the fixes this stack needs (exact
+                         accuracy from counts, earliest best, torn checkpoints, bf16)
+  fairseq_checkpoints.py fairseq's checkpoint file names and the weights-only allow-list
+  fairseq_pretrain.py    the pretraining stage: `masked_lm` on the unlabeled corpus, once
+
+Importing this package loads neither torch nor fairseq.
+"""
