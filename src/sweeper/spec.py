@@ -46,8 +46,9 @@ class Strict(BaseModel):
 
 class TrackingConfig(Strict):
     uri: str | None = None
-    """MLflow tracking URI (`${MLFLOW_TRACKING_URI}` works). None: a SQLite store in
-    `output_dir/mlflow.db` with artifacts in `output_dir/mlartifacts`."""
+    """MLflow tracking URI (`${MLFLOW_TRACKING_URI}` works). `--tracking-uri` wins over it.
+    Unset: `$MLFLOW_TRACKING_URI`, else the server of a running `sweeper cluster up`, else
+    a SQLite store in `output_dir/mlflow.db` with artifacts in `output_dir/mlartifacts`."""
     experiment: str | None = None
     """MLflow experiment name; defaults to the sweep name."""
 
@@ -66,7 +67,9 @@ class GenerateConfig(Strict):
     train_size: int = Field(1800, ge=10)
     """Labeled training reviews (the lab has 1,800)."""
     valid_size: int = Field(200, ge=10)
+    """Labeled validation reviews: the split that picks each trial's best checkpoint."""
     test_size: int = Field(200, ge=10)
+    """Labeled test reviews: the split whose metrics the summary reports."""
     unlabeled_size: int = Field(20000, ge=100)
     """Unlabeled sentences for the pretraining stage."""
     label_noise: float = Field(0.0, ge=0.0, lt=0.5)
@@ -80,7 +83,8 @@ class DataConfig(Strict):
     """`files`: user-supplied raw splits under `dir`; `generated`: the demo corpus is
     written into `dir` first."""
     dir: SpecPath
-    """Folder holding `{split}.{text_suffix}` and `{split}.{label_suffix}` per split."""
+    """Folder holding `{split}.{text_suffix}` and `{split}.{label_suffix}` per split, and
+    with `model.pretrain` the unlabeled corpus `unlabeled.txt` (one sentence per line)."""
     splits: dict[Literal["train", "valid", "test"], str] = Field(
         default_factory=lambda: {"train": "train", "valid": "valid", "test": "test"}
     )
@@ -125,9 +129,13 @@ class ArchConfig(Strict):
     """A RoBERTa encoder; the same numbers build the fairseq and the HF model."""
 
     layers: int = Field(ge=1)
+    """Transformer layers (encoder layers; with `task: causal_lm`, decoder layers)."""
     embed_dim: int = Field(ge=8)
+    """Hidden size: width of the embeddings and of every layer's output."""
     ffn_dim: int = Field(ge=8)
+    """Inner width of each layer's feed-forward block (the decoder's intermediate size)."""
     heads: int = Field(ge=1)
+    """Attention heads per layer; must divide `embed_dim`."""
     max_positions: int = Field(ge=8)
     """Longest input in tokens; inputs are truncated to it. Position rows are this + 2
     (fairseq's padding offset)."""
@@ -135,6 +143,8 @@ class ArchConfig(Strict):
     """Embedding rows: fairseq's 4 specials + dict.txt entries + `<mask>`. None: read
     from the dict (demo); set it to have `sweeper params` work before any data exists."""
     activation: Literal["gelu", "relu"] = "gelu"
+    """Feed-forward activation of the encoder (fairseq `--activation-fn`, HF `hidden_act`).
+    Not used with `task: causal_lm`: the Llama-style decoder keeps its own (SiLU)."""
 
     @model_validator(mode="after")
     def _heads_divide_dim(self) -> ArchConfig:
@@ -147,17 +157,28 @@ class PretrainConfig(Strict):
     """fairseq `masked_lm` on the unlabeled corpus, producing the pretrained checkpoint."""
 
     steps: int = Field(2000, ge=1)
+    """Updates the pretraining stage runs."""
     batch_size: int = Field(64, ge=1)
+    """Sentences per pretraining update."""
     lr: float = Field(5e-4, gt=0)
+    """Peak learning rate of pretraining, reached after warmup, then decayed linearly to 0
+    (Adam with weight decay 0.01)."""
     warmup_ratio: float = Field(0.06, ge=0, lt=1)
+    """Fraction of `steps` spent warming the learning rate up linearly from 0."""
     mask_prob: float = Field(0.15, gt=0, lt=1)
+    """Fraction of tokens masked for fairseq's `masked_lm` (0.15: RoBERTa's). Not used by a
+    causal-LM sweep's pretraining, which predicts every next token."""
     seed: int = 0
+    """Seed of the pretraining run (fairseq `--seed`; for a causal-LM sweep also the random
+    weights the decoder starts from). Part of the checkpoint's cache key."""
     max_tokens_per_sample: int = Field(64, ge=8)
     """Length of the blocks the unlabeled corpus is cut into."""
 
 
 class ModelConfig(Strict):
     arch: ArchConfig
+    """The model's shape: a RoBERTa encoder (classification) or a Llama-style decoder
+    (`task: causal_lm`), built alike for every framework; a checkpoint must match it."""
     sentencepiece: SpecPath
     """Sentencepiece model that turns text into pieces (`sentencepiece.bpe.model`)."""
     dictionary: SpecPath
@@ -169,7 +190,8 @@ class ModelConfig(Strict):
     format. Its config must match `model.arch`, and its tokenizer must give
     `model.dictionary`'s pieces the same ids."""
     pretrain: PretrainConfig | None = None
-    """Build the pretrained checkpoint with sweeper's own pretraining stage instead."""
+    """Build the pretrained checkpoint with sweeper's own pretraining stage instead, on
+    `data.dir/unlabeled.txt`."""
 
     @model_validator(mode="after")
     def _one_pretrained_source(self) -> ModelConfig:
@@ -185,20 +207,36 @@ class TrainConfig(Strict):
     """The fine-tuning recipe; both frameworks get these same numbers."""
 
     epochs: int = Field(5, ge=1)
+    """Passes over the training split. Validation and test are measured at the end of
+    each epoch; updates in all: epochs × ceil(training examples / batch_size)."""
     batch_size: int = Field(8, ge=1)
+    """Training examples per update, exactly (fairseq and HF alike; evaluation batches are
+    fixed separately)."""
     lr: float = Field(1e-5, gt=0)
+    """Peak learning rate, reached after warmup, then decayed linearly to 0 at the last
+    update."""
     warmup_ratio: float = Field(0.06, ge=0, lt=1)
     """Fraction of the total updates spent warming the learning rate up."""
     lr_scheduler: Literal["polynomial", "linear"] = "polynomial"
     """Decay after warmup (polynomial with power 1 is linear, as in fairseq)."""
     weight_decay: float = Field(0.1, ge=0)
+    """Decoupled (AdamW) weight decay, applied to every parameter, biases and LayerNorm
+    included, as fairseq's adam does (transformers' own default would exempt them)."""
     dropout: float = Field(0.1, ge=0, lt=1)
+    """Dropout probability of the encoder's hidden layers (fairseq `--dropout`, HF
+    `hidden_dropout_prob`). Not used with `task: causal_lm` (see `attention_dropout`)."""
     attention_dropout: float = Field(0.1, ge=0, lt=1)
+    """Dropout probability on attention weights (fairseq `--attention-dropout`, HF
+    `attention_probs_dropout_prob`; with `task: causal_lm`, the decoder's only dropout)."""
     adam_betas: tuple[float, float] = (0.9, 0.98)
+    """Adam's (beta1, beta2): decay rates of the gradient's running mean and square."""
     adam_eps: float = Field(1e-6, gt=0)
+    """Adam's epsilon, added to the denominator for numerical stability."""
     clip_norm: float = Field(0.0, ge=0)
     """Gradient clipping norm; 0 disables it."""
     num_classes: int = Field(2, ge=2)
+    """Outputs of the classifier head; at least the number of labels in the data (exit 2
+    before anything runs otherwise). Not used with `task: causal_lm`."""
     precision: Precision = "fp32"
     """Arithmetic of fine-tuning (not of the pretraining stage): `fp32`; `bf16` (CPUs with
     AVX-512 BF16 or AMX run it natively, older ones emulate it slowly; CUDA from Ampere
@@ -213,10 +251,18 @@ class LoraConfig(Strict):
     """PEFT LoRA settings, used by trials whose method is `lora`."""
 
     r: int = Field(8, ge=1)
+    """Rank of the adapter matrices: more is more trainable parameters (PEFT `r`)."""
     alpha: int = Field(16, ge=1)
+    """Scaling of the adapters' update, applied as alpha / r (PEFT `lora_alpha`)."""
     dropout: float = Field(0.05, ge=0, lt=1)
+    """Dropout probability on the adapters' input (PEFT `lora_dropout`)."""
     target_modules: list[str] = Field(default_factory=lambda: ["query", "value"], min_length=1)
+    """Names of the modules that get adapters (default: RoBERTa attention's query and
+    value projections). `task: causal_lm` also takes `attention` (`q_proj, k_proj, v_proj,
+    o_proj`) and `all-linear` (those, the MLP's three, `embed_tokens` and `lm_head`)."""
     bias: Literal["none", "all", "lora_only"] = "none"
+    """Which biases train too (PEFT `bias`): none, all of them, or those of the adapted
+    modules only."""
 
 
 def _check_tunable(key: str) -> None:
@@ -238,11 +284,18 @@ class GridConfig(Strict):
     """Axes crossed into trials; each combination is one trial key."""
 
     seed: list[int] = Field(default_factory=lambda: [1, 2, 3], min_length=1)
+    """Seeds; each makes one trial per combination. A seed fixes the trial's starting
+    weights (random init, classifier head) and its trainer's data order and dropout:
+    trials of one seed share their starting weights, so comparisons pair on seed."""
     init: list[Init] = Field(default_factory=lambda: ["pretrained", "random"], min_length=1)
+    """`pretrained`: start from `model.checkpoint` or the `model.pretrain` stage's output;
+    `random`: from weights drawn under the trial's seed."""
     framework: list[str] = Field(default_factory=lambda: ["fairseq", "hf"], min_length=1)
     """Registered frameworks (`fairseq`, `hf`; plugins add more, see `sweeper.frameworks`).
     A name nobody registered is reported by the spec loader with the registered ones."""
     method: list[Method] = Field(default_factory=lambda: ["full"], min_length=1)
+    """`full`: every weight trains; `lora`: only the `lora:` adapters (and a classifier's
+    head) train, through PEFT, on `hf` only (other combinations are skipped with a note)."""
     params: dict[str, list[Any]] = Field(default_factory=dict)
     """Extra axes by dotted field, e.g. `train.lr: [1e-5, 3e-5]` or `lora.r: [8, 16]`."""
 
@@ -257,9 +310,14 @@ class GridConfig(Strict):
 
 class SearchParam(Strict):
     type: Literal["loguniform", "uniform", "int", "choice"]
+    """The distribution: `uniform` (floats in [low, high]), `loguniform` (the same on a log
+    scale), `int` (integers low..high, both included), `choice` (one of `values`)."""
     low: float | None = None
+    """Lower bound of `uniform`, `loguniform` (above 0 there) and `int`."""
     high: float | None = None
+    """Upper bound; must be above `low`."""
     values: list[Any] | None = None
+    """The options of a `choice` (non-empty)."""
 
     @model_validator(mode="after")
     def _bounds_or_values(self) -> SearchParam:
@@ -275,21 +333,32 @@ class SearchParam(Strict):
 
 class AshaConfig(Strict):
     type: Literal["asha"] = "asha"
+    """The scheduler: `asha` (Ray Tune's ASHA), the only one."""
     grace_period: int = Field(1, ge=1)
     """Validation points a trial gets before it can be stopped."""
     reduction_factor: int = Field(2, ge=2)
+    """At each rung (grace_period × reduction_factor^k validation points) a trial below
+    the top 1/reduction_factor of the trials that reached it is stopped."""
 
 
 class SearchConfig(Strict):
     """Optuna search per group (init × framework × method), then confirmation."""
 
     algorithm: Literal["optuna"] = "optuna"
+    """`optuna`: TPE through Ray Tune's OptunaSearch (random for the first max(2,
+    num_samples / 2) trials, at most 10), seeded by the study name."""
     metric: str = "valid_accuracy"
+    """The validation metric a search trial is judged by, at its best validation point
+    (ties: the earliest); one the task's trainers report (`valid_<m>`)."""
     mode: Literal["max", "min"] = "max"
+    """`max`: a higher `metric` is better; `min`: a lower one."""
     num_samples: int = Field(8, ge=1)
+    """Search trials per group; `--resume` runs only those not completed yet."""
     space: dict[str, SearchParam] = Field(min_length=1)
     """Dotted field -> distribution, e.g. `train.lr: {type: loguniform, ...}`."""
     scheduler: AshaConfig | None = None
+    """Early stopping of search trials (ASHA); an early-stopped trial enters neither the
+    tables nor the choice of the best configuration. Unset: every trial runs to the end."""
     tuning_seeds: list[int] = Field(default_factory=lambda: [1], min_length=1)
     """Seeds the search stage runs on; the confirm stage then uses grid.seed, which must
     not contain them (see allow_seed_overlap)."""
@@ -382,15 +451,27 @@ class SweepSpec(Strict):
     output_dir: SpecPath = Path("../runs/sweep")
     """Where prepared data, checkpoints and the default MLflow store go."""
     tracking: TrackingConfig = TrackingConfig()
+    """Where the MLflow record goes."""
     data: DataConfig
+    """The labeled splits (and unlabeled corpus): files, or the generated demo corpus."""
     model: ModelConfig
+    """Architecture, vocabulary, and where the `pretrained` init's weights come from."""
     train: TrainConfig = TrainConfig()
+    """The fine-tuning recipe every trial shares (`grid.params` and `search.space` may
+    vary its fields)."""
     lora: LoraConfig = LoraConfig()
+    """LoRA settings for the trials whose method is `lora`; ignored by the others."""
     grid: GridConfig = GridConfig()
+    """The axes crossed into trials: seed × init × framework × method × `params`."""
     search: SearchConfig | None = None
+    """Hyperparameter search per group, then confirmation over `grid.seed`. Unset: the
+    grid runs as written."""
     select: SelectConfig = SelectConfig()
+    """Which checkpoint of a trial is its best, and which test metrics are read there."""
     compare: CompareConfig = CompareConfig()
+    """How the summary's comparisons are decided."""
     resources: ResourcesConfig = ResourcesConfig()
+    """What one trial reserves on a Ray node; Ray packs trials onto nodes by it."""
     max_concurrent: int | None = Field(None, ge=1)
     """Trials running at once; None: as many as the resources allow."""
     retries: int = Field(2, ge=0)

@@ -1,4 +1,4 @@
-"""`sweeper cluster up`, then Ray's own CLI, as the README tells a new user to do it.
+"""`sweeper cluster up`, then Ray's own CLI, as docs/cluster.md tells a new user to do it.
 
 One cluster for the module, in a temporary HOME where an embedded `sweeper run` has
 left `~/.ray/auth_token` (what `make demo` leaves on a machine): `ray job submit` runs

@@ -3,7 +3,7 @@
 No Docker engine or Kubernetes exists where the tests run, so these files are checked
 for what can silently rot: they parse; the image pins the same Ray, Python, torch and
 fairseq as pyproject.toml and the Makefile; processes run as a non-root user; every
-service the README promises is there with a health check; ports, addresses and the
+service docs/cluster.md promises is there with a health check; ports, addresses and the
 environment variables sweeper reads agree across files; and nothing is published on
 a public interface or carries a hard-coded secret.
 """
@@ -182,7 +182,8 @@ WILDCARD_BINDS = {
     ("ray-head", "--dashboard-host=0.0.0.0"),  # inside the network; published on loopback
     ("mlflow", "--host=0.0.0.0"),  # idem: other containers must reach it
 }
-"""The only processes listening on every interface of their container (README, Security)."""
+"""The only processes listening on every interface of their container (docs/cluster.md,
+"Security")."""
 
 
 def test_compose_binds_all_interfaces_only_where_documented(compose, rayjob):
@@ -329,8 +330,8 @@ def test_deployment_env_names_are_the_ones_sweeper_reads(compose):
     assert set_for_sweeper == {"RAY_ADDRESS", "MLFLOW_TRACKING_URI"}
 
 
-def test_readme_walks_through_compose_and_kuberay():
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Running on a cluster", 1)[1].split("\n## ", 1)[0]
+def test_cluster_guide_walks_through_compose_and_kuberay():
+    guide = (REPO / "docs" / "cluster.md").read_text(encoding="utf-8")
+    section = guide.split("## 7. Docker, Compose and Kubernetes", 1)[1].split("\n## ", 1)[0]
     for needle in ("docker/compose.yaml", "docker/kuberay/rayjob.yaml", ".env", "--scale"):
         assert needle in section, needle
