@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def show(spec: SweepSpec) -> str:
-    """The spec as YAML in the schema's field order (the order the README documents)."""
+    """The spec as YAML in the schema's field order (the order docs/spec.md documents)."""
     import yaml
 
     return yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
