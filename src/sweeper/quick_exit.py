@@ -1,11 +1,11 @@
 """Ending a process whose work is saved without the interpreter's teardown.
 
 After the last result is written, Python's teardown (finalizing every module, the
-native extensions of Ray, gRPC, torch and MLflow's stack among them) still costs
-seconds in which nothing is saved: measured 1.1 s at the end of `sweeper run` and
-1.2 s at the end of an HF trainer subprocess, on every trial (docs/benchmarks.md). It
-also once turned finished fairseq trials into failed ones: teardown sometimes aborted
-(SIGABRT) as a native worker thread was destroyed (`sweeper.trainers.fairseq.fairseq_main`).
+native extensions of Ray, gRPC, torch and MLflow's stack among them) still takes time
+in which nothing is saved, at the end of `sweeper run` and of every HF trainer
+subprocess, so on every trial (docs/benchmarks.md has the measurements). Teardown can
+also abort (SIGABRT) as a native worker thread is destroyed, which would turn a finished
+fairseq trial into a failed one (`sweeper.trainers.fairseq.fairseq_main`).
 
 A trainer subprocess that has saved its results leaves through `exit_now`; the `sweeper`
 command through `exit_after_atexit`, which first runs what Python runs before teardown.

@@ -44,7 +44,8 @@ class Trial:
     """The dotted grid/search values that distinguish this trial within its group."""
     stage: str = "grid"
     """`search` for a search-stage trial: it enters the key, so the confirm stage's run
-    of the same configuration and seed is a trial of its own (grid/confirm keys as before)."""
+    of the same configuration and seed is a trial of its own (a grid or confirm trial's
+    key leaves the stage out)."""
 
     @property
     def group(self) -> str:

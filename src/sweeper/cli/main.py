@@ -86,8 +86,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def entry() -> None:
     """The `sweeper` console command: `main`, then an exit without the interpreter's
-    teardown once the command has finished its work (`sweeper.quick_exit`: ~1 s at the
-    end of `sweeper run`). An exception takes the ordinary way out, traceback and all."""
+    teardown once the command has finished its work (`sweeper.quick_exit`: the teardown
+    of `sweeper run`'s modules is slow). An exception takes the ordinary way out,
+    traceback and all."""
     exit_after_atexit(main())
 
 

@@ -107,7 +107,7 @@ def content_hash(spec: SweepSpec, inputs: Inputs) -> str:
     for split, files in sorted(inputs.splits.items()):
         add(f"{split}.text", files.text.read_bytes())
         add(f"{split}.label", files.label.read_bytes())
-        if files.text2 is not None:  # only then: single-text hashes are as they were
+        if files.text2 is not None:  # only then: a single-text hash has no text2 part
             add(f"{split}.text2", files.text2.read_bytes())
     add("sentencepiece", inputs.sentencepiece.read_bytes())
     add("dictionary", inputs.dictionary.read_bytes())

@@ -27,9 +27,9 @@ def summarise(
     """Print the summariser's tables and log its report to the parent run; `notes` are
     the driver's own lines for the report (why `--until-decided` stopped).
 
-    Figures only when asked (`sweeper run --figures`): drawing them took 2-4 s of every
-    run's end (matplotlib), for files nobody looks at before `sweeper summarize`, which
-    draws and logs them (the report logged here is marked as figure-less)."""
+    Figures only when asked (`sweeper run --figures`): drawing them (matplotlib) would
+    slow down every run's end, for files nobody looks at before `sweeper summarize`,
+    which draws and logs them (the report logged here is marked as figure-less)."""
     import tempfile
 
     from sweeper.selection import Selection

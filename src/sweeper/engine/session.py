@@ -6,12 +6,13 @@ already connected (`sweeper run` opens one around the whole command; the grid an
 search stage open theirs inside it) neither starts nor stops Ray: whoever started it
 shuts it down.
 
-Starting Ray takes 2.5-3.5 s, most of it waiting for its processes to come up. `beside`
-work runs in a thread meanwhile: `sweeper run` opens the tracking store and takes the
-sweep's lease there (importing MLflow, ~1.5 s), and the thread imports Ray Tune (~0.5 s);
-measured, that hides ~2 s of a single-trial sweep (docs/benchmarks.md). `ray.init` itself
-stays on the main thread: started from another thread, Ray lost its SIGTERM handling and
-its driver's first call to the cluster hung until Ray aborted it.
+Starting Ray takes seconds, most of them spent waiting for its processes to come up.
+`beside` work runs in a thread meanwhile, so that its time is hidden inside Ray's start:
+`sweeper run` opens the tracking store and takes the sweep's lease there (importing
+MLflow, itself slow), and the thread imports Ray Tune (docs/benchmarks.md has the
+measurements). `ray.init` itself stays on the main thread: started from another thread,
+Ray loses its SIGTERM handling and its driver's first call to the cluster hangs until
+Ray aborts it.
 """
 
 from __future__ import annotations

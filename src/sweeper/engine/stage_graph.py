@@ -4,13 +4,13 @@ Data preparation feeds every trial, so it runs in the driver before any run is c
 (what it refuses is exit 2, invariant 5). The pretraining stage feeds only the trials
 of the `pretrained` init: when the trials to run include others too, it runs as a Ray
 task beside them (`sweeper.tune.pretrain_task.PretrainStage`) instead of before them, and the
-random-init trials are queued first. On the demo that hides most of the ~2 minutes of
-pretraining behind the 6 random-init trials (docs/benchmarks.md, "Stage graph").
+random-init trials are queued first. On the demo that hides most of the pretraining
+behind the random-init trials (docs/benchmarks.md, "Stage graph", has the measurements).
 
 The stage runs only when it can overlap something. When every trial to run needs the
 checkpoint, or the checkpoint is given (`model.checkpoint`), or no trial needs it, the
-inputs are prepared before the trials exactly as before (`sweeper.engine.sweep.prepare`),
-and a pretraining failure there is still exit 1 before any run exists. Beside the
+inputs are all prepared in the driver before the trials (`sweeper.engine.sweep.prepare`),
+and a pretraining failure there is exit 1 before any run exists. Beside the
 trials, a pretraining failure fails the `pretrained` trials without starting them
 (their runs FAILED, the stage's error as their reason), the others finish, and the
 sweep exits 1 naming the stage; `--resume` runs it again. Every check pretraining's

@@ -15,8 +15,9 @@ The file holds only tensors and plain Python values, so it loads with
 
 torch is imported by the functions that make or read tensors, not by the module: a
 trial whose starting file is cached (every trial of a sweep but the first of its seed)
-finds it without importing torch, which in a Ray trial's worker cost ~2 s before the
-trainer subprocess (which imports torch anyway) could start (docs/benchmarks.md).
+finds it without importing torch, which is slow in a Ray trial's worker and would delay
+the start of the trainer subprocess (which imports torch anyway; docs/benchmarks.md has
+the measurements).
 """
 
 from __future__ import annotations

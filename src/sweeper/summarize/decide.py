@@ -24,13 +24,14 @@ which a two-sided
   and at alpha / m, Holm's strictest step for a family of m comparisons, so reaching
   it decides the comparison whatever the others do. It is what statsmodels'
   `TTestPower` (paired) or `TTestIndPower` (unpaired, equal group sizes) solves for,
-  from the noncentral t distribution in scipy.special: importing statsmodels cost 1 s
-  of a summary that should take one (tests hold both to statsmodels' answers). It is
-  an estimate from a noisy effect size, not a promise; None when the observed effect
-  or spread is zero or undefined.
+  from the noncentral t distribution in scipy.special, because importing statsmodels
+  would take longer than all the rest of a summary (tests hold both to statsmodels'
+  answers). It is an estimate from a noisy effect size, not a promise; None when the
+  observed effect or spread is zero or undefined.
 
 Almost Stochastic Order (Dror et al. 2019, the `deepsig` package) is an option
-(`sweeper summarize --aso`): about 3 s per comparison, so it is off by default.
+(`sweeper summarize --aso`): deepsig bootstraps every comparison many times over,
+which is slow next to the rest of a summary, so it is off by default.
 """
 
 from __future__ import annotations

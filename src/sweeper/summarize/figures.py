@@ -72,7 +72,7 @@ def curves(summary: Summary, path: Path) -> Path:
                 ax.plot([trial.best_step], [trial.best_valid], "o", color=colour, ms=5)
             if members:
                 ax.legend(fontsize=8, loc="lower right")
-        else:  # hundreds of seeds: one collection per panel draws ~10x faster than lines
+        else:  # hundreds of seeds: one collection per panel draws far faster than lines
             _many_curves(ax, members)
         ax.set_title(f"{group} (n={len(members)})", fontsize=10)
         ax.grid(alpha=0.3)
@@ -110,7 +110,8 @@ def _many_curves(ax, members: list[CountedTrial]) -> None:  # ax: matplotlib Axe
 
 
 def _label(summary: Summary, metric: str, classification: str) -> str:
-    """An axis or title's name for a metric: a classification sweep's words as before."""
+    """An axis or title's name for a metric: `classification`'s words for a classification
+    sweep (the default selection), else the metric's name."""
     return classification if summary.selection.is_default() else metric
 
 

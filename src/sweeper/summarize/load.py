@@ -3,9 +3,8 @@
 A SQLite store with the expected tables is read without MLflow at all
 (`sweeper.summarize.sqlite_store`, chosen by `sweeper.summarize.source`); this module
 is the path for tracking servers and other databases, and the reference the SQLite
-reader is tested against. Two reads carry almost all the cost (measured by
-bench/bench_summarize.py; figures below are for 1,000 runs × 3 metrics on a loaded
-2-core machine):
+reader is tested against. Two reads carry almost all the cost (bench/bench_summarize.py
+times them; docs/benchmarks.md has the figures):
 
 * `MlflowClient.search_runs`, paged at 50,000 runs a page (through the engine's own
   `sweeper.tracking.runs.search_all`), returns every run's tags and latest metrics: the
@@ -14,17 +13,18 @@ bench/bench_summarize.py; figures below are for 1,000 runs × 3 metrics on a loa
   the store allows, tried in this order (`path="auto"`):
 
   `sqlite`   a read-only SQL query on MLflow's `metrics` table, 500 runs per query
-             (~0.1 s; `SqliteStore.history_rows`). The tables' columns are checked
+             (the fastest; `SqliteStore.history_rows`). The tables' columns are checked
              first and NaN is restored from `is_nan` as MLflow's own `SqlMetric` does;
              any mismatch or SQLite error falls through to the next path, so a future
              schema change costs speed, not correctness. Nothing is written.
   `bulk`     MLflow's SQL store's `get_metric_history_bulk(run_ids, key, max_results)`,
-             one query per metric for 500 runs at a time (~2.4 s; PostgreSQL/MySQL
-             too), on a `SqlAlchemyStore` opened for the URI (it shares the client's
-             cached engine; no private client attribute is read).
+             one query per metric for 500 runs at a time (PostgreSQL/MySQL too), on a
+             `SqlAlchemyStore` opened for the URI (it shares the client's cached
+             engine; no private client attribute is read).
   `per_run`  `MlflowClient.get_metric_history(run_id, key)`, one query or HTTP request
-             per run and metric, from a thread pool so network latency overlaps (~16 s
-             on SQLite; the path for tracking servers).
+             per run and metric, from a thread pool so network latency overlaps (the
+             slowest on SQLite, where the paths above apply; the path for tracking
+             servers).
 
 All paths return the same histories; tests compare them on the same store.
 

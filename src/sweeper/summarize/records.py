@@ -440,6 +440,6 @@ def _selection_dict(selection: Selection) -> dict[str, Any]:
 
 
 def _shallow(record: Any, skip: str = "") -> dict[str, Any]:
-    """Field name -> value. `dataclasses.asdict` deep-copies every value, which made
-    rendering 1,000 trials cost over a second; these records hold only scalars."""
+    """Field name -> value. `dataclasses.asdict` deep-copies every value, which is slow
+    for thousands of trials; these records hold only scalars, so nothing needs a copy."""
     return {f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.name != skip}

@@ -1,10 +1,10 @@
 """The BCa bootstrap interval and the Wilcoxon signed-rank p-value, on numpy alone.
 
-Both were `scipy.stats.bootstrap` and `scipy.stats.wilcoxon` calls. The calls take a
-few milliseconds on a sweep's handful of seeds, but importing `scipy.stats` took
-0.5 s, half of what a whole `sweeper summarize` may cost (issue 18's target: a
-summary of 12 runs in 1 s). The procedures are short, so they are written out here,
-step for step as scipy 1.17 performs them, and `tests/unit/test_summarize_resampling.py`
+They compute what `scipy.stats.bootstrap` and `scipy.stats.wilcoxon` compute. Those calls
+are quick on a sweep's handful of seeds, but importing `scipy.stats` is slow next to
+everything else a `sweeper summarize` does (docs/benchmarks.md has the measurements),
+so the summary does not import it. The procedures are short, so they are written out
+here, step for step as scipy 1.17 performs them, and `tests/unit/test_summarize_resampling.py`
 holds them to scipy's own results on thousands of samples (scipy.stats stays a test
 dependency, not an import of the summary).
 

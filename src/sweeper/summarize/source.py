@@ -2,9 +2,9 @@
 
 `open_source` picks the SQLite reader (`sweeper.summarize.sqlite_store`) for a SQLite
 store with the expected columns, so that a summary of a local sweep imports no mlflow
-at all (about 2 s of a summary that should take one, issue 18), and MLflow's client
-for everything else. Both give the same `RunRecord`s and histories; the summariser
-sees only this interface.
+at all (importing it would cost more than the rest of the summary; docs/benchmarks.md
+has the measurements), and MLflow's client for everything else. Both give the same
+`RunRecord`s and histories; the summariser sees only this interface.
 """
 
 from __future__ import annotations

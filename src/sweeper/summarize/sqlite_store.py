@@ -1,11 +1,12 @@
 """A SQLite tracking store read with SQL, without importing MLflow.
 
-Importing mlflow and opening its SQL store cost about 2 s; the queries a summary needs
-take milliseconds. So when the store is a SQLite file whose tables have the columns
-read here, the summary reads them directly, read-only (`mode=ro`: nothing is written
-and no migration runs). Anything else (a tracking server, PostgreSQL, a schema without
-these columns) goes through MLflow's client (`sweeper.summarize.load`), and
-`tests/integration/test_summarize_store.py` holds both readers to the same records.
+Importing mlflow and opening its SQL store cost far more than the queries a summary
+needs (docs/benchmarks.md has the measurements). So when the store is a SQLite file
+whose tables have the columns read here, the summary reads them directly, read-only
+(`mode=ro`: nothing is written and no migration runs). Anything else (a tracking
+server, PostgreSQL, a schema without these columns) goes through MLflow's client
+(`sweeper.summarize.load`), and `tests/integration/test_summarize_store.py` holds both
+readers to the same records.
 
 The rules are MLflow's own: only `active` runs and experiments count; a NaN metric is
 stored as 0 with `is_nan` set and read back as NaN (MLflow's `SqlMetric`); runs come in

@@ -85,7 +85,7 @@ def sample_std(values: Sequence[float]) -> float | None:
 
 def t_quantile(p: float, df: float) -> float:
     """Student's t quantile. scipy.special's `stdtrit` is the same function
-    `scipy.stats.t.ppf` evaluates, without the ~1 s import of scipy.stats."""
+    `scipy.stats.t.ppf` evaluates, without importing scipy.stats, which is slow."""
     from scipy.special import stdtrit
 
     return float(stdtrit(df, p))

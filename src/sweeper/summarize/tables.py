@@ -68,7 +68,8 @@ class Table:
 
 
 def _metric_column(classification_header: str, key: str, selection: Selection) -> Column:
-    """A metric's column: a classification sweep's header as today, else its name."""
+    """A metric's column: `classification_header` for a classification sweep (the
+    default selection), else the metric's name."""
     header = classification_header if selection.is_default() else key
     return Column(header, field(key, metric_format(key)))
 

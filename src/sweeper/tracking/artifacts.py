@@ -29,8 +29,8 @@ LOG_FILES = (
     (record_names.TRAINER_LOG_FILE, record_names.ARTIFACT_TRAINER_LOG),
     (record_names.EVENTS_FILE, record_names.ARTIFACT_EVENTS),
 )
-"""(local file in the trial folder, artifact name): the names are the same today, and
-`upload_logs` relies on that (a test holds it)."""
+"""(local file in the trial folder, artifact name): the two names of each pair are
+equal, and `upload_logs` relies on that (a test holds it)."""
 
 
 class UploadError(RuntimeError):

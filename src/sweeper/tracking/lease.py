@@ -14,8 +14,8 @@ because that is what every driver of a sweep shares, on one machine or a cluster
   before naming the holder (`settled_holder`). On a SQLite store the whole step runs
   under the store's file lock instead, so no other driver can write between this one's
   read and write: there it neither waits nor lets a waiting claim stand in its way
-  (the read-back then costs nothing; measured: the 1 s wait was an eighth of a
-  single-trial sweep's overhead, docs/benchmarks.md).
+  (the read-back then costs nothing, and skipping the `SETTLE_S` wait shortens every
+  sweep's start; docs/benchmarks.md has the measurements).
 * Holding it: a daemon thread rewrites the heartbeat every `BEAT_S`.
 * Giving it back: the tag is deleted when the driver ends, however it ends short of
   SIGKILL; a killed driver's lease is taken at once on its own host (its pid is gone)

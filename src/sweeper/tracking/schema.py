@@ -1,12 +1,13 @@
 """A new SQLite store starts as a copy of an empty, migrated one.
 
-MLflow makes a new SQLite file's schema by running its alembic migrations: 1.8 s on
-the 2-core machine, paid by every new sweep (issue 18 counts it in the fixed cost of a
-one-trial sweep). The result depends only on the MLflow version, so the first store a
-version creates is also kept, empty, as `$SWEEPER_CACHE/mlflow-schema/<version>.db`,
-and later new stores start as a copy of it (opening one takes 0.04 s). A copy holds
-what MLflow's own first access leaves: the tables at the head revision and the
-`Default` experiment (id 0), so the ids a sweep gets are the same either way.
+MLflow makes a new SQLite file's schema by running its alembic migrations, which is slow
+and would be paid by every new sweep, a large part of a one-trial sweep's fixed cost.
+The result depends only on the MLflow version, so the first store a version creates is
+also kept, empty, as `$SWEEPER_CACHE/mlflow-schema/<version>.db`, and later new stores
+start as a copy of it, which opens without running any migration (docs/benchmarks.md
+has the measurements). A copy holds what MLflow's own first access leaves: the tables
+at the head revision and the `Default` experiment (id 0), so the ids a sweep gets are
+the same either way.
 
 Both steps run under the store's creation lock (`tracking.server.creation_lock`); the
 template is written to a temporary name and renamed, so a reader never sees half of one.

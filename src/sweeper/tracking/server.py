@@ -133,9 +133,9 @@ def creation_lock(db: Path | None) -> Iterator[None]:
     """Serialise the first use of a SQLite store between processes on this machine.
 
     MLflow creates and migrates a new SQLite file's schema on first access; two drivers
-    doing it at once made the second fail inside alembic ("Online migration expected to
-    match one row"). An exclusive `flock` on `<db>.lock` makes the second wait seconds
-    for the first, then find the schema made. None (a server, whose database is
+    doing it at once can make the second fail inside alembic ("Online migration expected
+    to match one row"). An exclusive `flock` on `<db>.lock` makes the second wait for
+    the first, then find the schema made. None (a server, whose database is
     migrated when the server starts): no lock.
     """
     if db is None:

@@ -74,7 +74,7 @@ def record_sweep(
     client.log_text(run_id, redact(resolved), record_names.ARTIFACT_RESOLVED_SPEC)
     tags = {TAG_TRIALS: str(trials)}
     selection = Selection.of(spec.select)
-    if not selection.is_default():  # a classification sweep's record stays as it was
+    if not selection.is_default():  # no tag means the default (classification) selection
         tags[record_names.TAG_SELECT] = selection.to_json()
     versions = package_versions()
     _note_version_changes(client, run_id, versions)

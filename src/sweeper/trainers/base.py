@@ -24,8 +24,8 @@ DEFAULT_LOG_INTERVAL = 25
 
 PARAMS_FILE = "params.json"
 """A trial folder's parameter counts, written by the trainer subprocess that built the
-model: the parent then reads two numbers instead of importing torch to count them
-(~1 s in a Ray worker that has no torch loaded)."""
+model: the parent then reads two numbers instead of importing torch to count them,
+which is slow in a Ray worker that has no torch loaded."""
 
 
 def write_param_counts(out_dir: Path, trainable: int, total: int) -> None:

@@ -2,9 +2,10 @@
 
 The job a trainer subprocess runs names its device (`TrialJob.device`), decided in the
 process that builds the job: a Ray trial's worker, or `sweeper trial`. torch answers
-"is there a GPU" with `torch.cuda.is_available()`, but importing torch in the worker
-cost ~2 s before every first trial of a worker on a CPU machine, for an answer the
-trainer (which imports torch anyway) never needed from it (docs/benchmarks.md).
+"is there a GPU" with `torch.cuda.is_available()`, but importing torch in the worker is
+slow and would delay every first trial of a worker on a CPU machine, for an answer the
+trainer (which imports torch anyway) never needs from it (docs/benchmarks.md has the
+measurements).
 
 NVML (nvidia-ml-py, the library the system metrics and the resource check read too)
 answers the common case without torch: no NVIDIA GPU visible to this process (no

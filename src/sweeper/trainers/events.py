@@ -34,7 +34,7 @@ class MetricEvent:
     metrics: dict[str, float] | None = None
     """Measurements other than loss and accuracy (a causal LM's `perplexity`,
     `exact_match`), by name; left out of the JSON when None, so a classifier's events
-    read as before."""
+    carry only loss and accuracy."""
 
     def to_json(self) -> str:
         data = asdict(self)

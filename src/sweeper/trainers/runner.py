@@ -63,7 +63,7 @@ def thread_env(threads: int, base: dict[str, str] | None = None) -> dict[str, st
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         env[name] = str(max(1, threads))
     # Idle OpenMP threads yield instead of spinning: a spinning pool steals the core a
-    # concurrent trial is computing on (measured: 2 threads 3.5x slower under contention).
+    # concurrent trial is computing on, and under contention both slow down several-fold.
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     env["TOKENIZERS_PARALLELISM"] = "false"
     env["PYTHONUNBUFFERED"] = "1"

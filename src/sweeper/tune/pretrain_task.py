@@ -1,24 +1,25 @@
 """The pretraining stage as a Ray task, and the gate that holds back the trials needing it.
 
-A sweep is a graph of stages (issue 18): data preparation feeds every trial, the
-pretraining stage feeds only the trials of the `pretrained` init. So the engine
-(`sweeper.engine.stage_graph`) prepares the data, creates the runs and then, on Ray, starts
-pretraining as a task *beside* the trials: random-init trials train while it runs, and
-a `pretrained` trial waits for its result inside its own Ray trial (`pretrained_inputs`)
-before it builds its initial weights.
+A sweep is a graph of stages: data preparation feeds every trial, the pretraining stage
+feeds only the trials of the `pretrained` init. So the engine (`sweeper.engine.stage_graph`)
+prepares the data, creates the runs and then, on Ray, starts pretraining as a task
+*beside* the trials: random-init trials train while it runs, and a `pretrained` trial
+waits for its result inside its own Ray trial (`pretrained_inputs`) before it builds its
+initial weights.
 
 Where and with what it runs:
 
-- on the driver's node (its data is there; on a cluster that is the head, as before),
+- on the driver's node (its data is there; on a cluster that is the head node),
   in a placement group of one trial's CPUs (`resources.cpu`) and, where that node has
   GPUs, one GPU (`stage_bundle`), reserved before the Tuner starts: the stage takes one
   trial slot from the pool, and a trial waiting for it can never hold the CPU it
   needs. The reservation is released as soon as the task ends (`PretrainStage.poll`,
   called between Tune's steps);
-- the task calls `sweeper.trainers.trial_pipeline.prepare_inputs`, the function the driver used
-  to call before any trial: data preparation is a cache hit there, and pretraining runs
-  with the same command, threads and seed, so the checkpoint (and every record built on
-  it) is the one the sequential stage trained;
+- the task calls `sweeper.trainers.trial_pipeline.prepare_inputs`, the function the driver
+  calls when every input is prepared before the trials (`sweeper.engine.sweep.prepare`):
+  data preparation is a cache hit there, and pretraining runs with the same command,
+  threads and seed, so the checkpoint (and every record built on it) is the one that
+  pretraining before the trials would give;
 - with a remote artifact store the task publishes the checkpoint itself
   (`tracking.staging.publish`) and returns where it is, so a trial on another node
   fetches it like any staged input (docs/architecture.md, invariant 7).
@@ -47,13 +48,12 @@ if TYPE_CHECKING:
 
 BESIDE_NICE = 19
 """CPU priority (`nice`) of a trial's trainer started while the stage runs. The stage
-keeps every thread it had when it ran alone (its thread count changes the checkpoint:
-measured, 1 and 2 threads give different weights), so a trial at normal priority
-beside it oversubscribes the cores and stretches the stage, which every `pretrained`
-trial waits for: 200 pretraining steps on 2 cores took 40 s alone, 51 s beside a busy
-process at nice 0 and 32 s beside one at nice 19 (load 8 from other jobs). At nice 19
-the trial takes the cycles the stage leaves idle (its threads sleep while they wait
-for each other: OMP_WAIT_POLICY=PASSIVE). A trial started after the stage ended runs
+keeps every thread it would have alone (its thread count changes the checkpoint: 1 and
+2 threads give different weights), so a trial at normal priority beside it
+oversubscribes the cores and slows the stage down, and with it every `pretrained` trial,
+which waits for the stage. At nice 19 the trial takes only the cycles the stage leaves
+idle (its threads sleep while they wait for each other: OMP_WAIT_POLICY=PASSIVE), so
+the stage keeps the pace it has alone. A trial started after the stage ended runs
 at normal priority; one started before keeps nice 19 to its end (an unprivileged
 process cannot raise its priority again)."""
 NODE_SHARE = 0.001

@@ -331,9 +331,10 @@ def run_reporting(
 
 def _import_in_background(module: str) -> None:
     """Import `module` in a thread while the trainer subprocess runs: the upload after
-    it needs MLflow, whose import (~0.5 s) would otherwise wait for the trainer's end in
-    a worker's first trial (docs/benchmarks.md). A later trial of a reused worker finds
-    it imported; a failed import shows again where the upload imports it."""
+    it needs MLflow, whose slow import would otherwise wait for the trainer's end in a
+    worker's first trial (docs/benchmarks.md has the measurements). A later trial of a
+    reused worker finds it imported; a failed import shows again where the upload
+    imports it."""
     import importlib
     import threading
 

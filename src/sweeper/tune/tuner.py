@@ -86,8 +86,8 @@ def build_tuner(
             scheduler=scheduler,
             num_samples=num_samples,
             max_concurrent_trials=max_concurrent,
-            # A finished trial's Ray worker runs the next trial: a fresh one re-imports
-            # torch and mlflow first (measured 4-8 s per trial; docs/benchmarks.md).
+            # A finished trial's Ray worker runs the next trial: a fresh one would import
+            # torch and mlflow again first, which is slow (docs/benchmarks.md).
             reuse_actors=reuse_actors,
             trial_name_creator=trial_names,
             trial_dirname_creator=trial_names,

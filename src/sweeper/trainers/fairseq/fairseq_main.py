@@ -19,9 +19,9 @@ and applies these fixes around fairseq's own training:
 5. numpy 2 removed `numpy.compat`, which fairseq's `--sample-break-mode eos` (used by
    the pretraining stage) still reads `long` from.
 6. The process exits without interpreter teardown after a successful run
-   (`sweeper.quick_exit.exit_now`): teardown sometimes aborted with SIGABRT after
-   everything was saved ("terminate called without an active exception", as a native
-   worker thread was destroyed), turning a finished trial into a failed one.
+   (`sweeper.quick_exit.exit_now`): teardown can abort with SIGABRT after everything
+   is saved ("terminate called without an active exception", as a native worker
+   thread is destroyed), which would turn a finished trial into a failed one.
 7. fairseq's `--bf16` "implies --tpu" (a TPU through torch_xla, absent here): bf16 on
    CPU or CUDA would fail at start. The implication is undone unless `--tpu` was given
    (`bf16_without_tpu`); fairseq's own bf16 code path then runs on the trial's device.

@@ -171,9 +171,11 @@ def _train(args: list[str], work: Path, config: PretrainConfig, log: Log) -> Non
 
 
 def _pretrain_env() -> dict[str, str]:
-    """All cores (pretraining runs alone, before any trial), with OpenMP threads that
-    sleep rather than spin while waiting: measured on 2 cores with one other busy
-    process, spinning threads made 150 steps take 153 s instead of 43 s."""
+    """All cores, before the trials or beside them (the thread count changes the
+    checkpoint, so it must not depend on where the stage runs; trials started beside it
+    run at `sweeper.tune.pretrain_task.BESIDE_NICE`), with OpenMP threads that sleep
+    rather than spin while waiting: spinning threads fight any other busy process for the cores,
+    which slows pretraining down several-fold."""
     env = thread_env(os.cpu_count() or 1)
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     return env
