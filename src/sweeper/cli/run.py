@@ -136,7 +136,7 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--figures",
         action="store_true",
-        help="draw the closing summary's figures too (learning curves, accuracies; 2-4 s); "
+        help="draw the closing summary's figures too (learning curves, accuracies; slow); "
         "by default `sweeper summarize` draws and logs them when asked",
     )
     parser.add_argument(

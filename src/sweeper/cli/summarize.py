@@ -142,7 +142,7 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
         "--aso",
         action="store_true",
         help="add Almost Stochastic Order (Dror et al. 2019, deepsig) to each comparison: "
-        "epsilon_min < 0.5 means A tends to score higher (about 3 s per comparison)",
+        "epsilon_min < 0.5 means A tends to score higher (slow: seconds per comparison)",
     )
     parser.add_argument(
         "--evaluate",
