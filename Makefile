@@ -86,12 +86,15 @@ bench: install
 RELIABILITY_LOG   := report/reliability.jsonl
 RELIABILITY_COMMAND ?= make reliability
 RELIABILITY_TESTS  = $(shell grep -l '^from tests.support.reliability import' tests/integration/test_*.py)
+# Long scenarios kept out of `make test` (marked soak) in files that record nothing: run here too.
+SOAK_TESTS = $(filter-out $(RELIABILITY_TESTS),$(shell grep -l 'mark.soak' tests/integration/test_*.py))
 reliability: install
 	$(if $(RELIABILITY_TESTS),,$(error no test file imports reliability.record))
 	@mkdir -p report && rm -f $(RELIABILITY_LOG)
 	SWEEPER_RELIABILITY_LOG=$(abspath $(RELIABILITY_LOG)) $(BIN)/pytest $(RELIABILITY_TESTS) \
 		--junitxml=report/reliability-junit.xml; \
 	status=$$?; \
+	$(if $(SOAK_TESTS),$(BIN)/pytest -m soak $(SOAK_TESTS) || status=1;) \
 	$(BIN)/python tests/support/reliability_report.py $(RELIABILITY_LOG) docs/reliability.md \
 		--junit report/reliability-junit.xml --command "$(RELIABILITY_COMMAND)" && exit $$status
 
