@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml Makefile
 	@touch $@
 
 test: install lint
-	$(BIN)/pytest -m "not soak"
+	$(BIN)/pytest -m "not soak" --durations=15
 
 test-fast: install
 	$(BIN)/pytest -m "not integration and not slow"
