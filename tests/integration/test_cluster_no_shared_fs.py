@@ -117,6 +117,7 @@ class Lost:
     took: float
 
 
+@pytest.mark.soak  # a multi-minute scenario: `make reliability` runs it
 def test_a_sweep_without_shared_storage_survives_losing_a_node(tmp_path, tmp_path_factory):
     spec, out = new_sweep(
         tmp_path, tmp_path_factory, "noshare", grid={"seed": SEEDS}, max_concurrent=2, retries=1

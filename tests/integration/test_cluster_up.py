@@ -182,6 +182,7 @@ def test_ray_job_submit_with_no_auth_variables_leaves_a_durable_record(up: Up):
     assert link and link.group(1).endswith("/runs?workflowType=machine_learning"), link
 
 
+@pytest.mark.soak  # a multi-minute scenario: `make reliability` runs it
 def test_job_stopped_then_resubmitted_with_resume_finishes_only_the_rest(up: Up):
     args = ["sweeps/demo.yaml", *TINY, "name=stopdemo", "grid.seed=[1,2,3]", "max_concurrent=1"]
     first = _run(

@@ -123,6 +123,7 @@ def test_trainers_killed_mid_run_resume_from_their_last_checkpoint(tmp_path, tmp
 # --- b. a worker node lost mid-sweep -------------------------------------------------------
 
 
+@pytest.mark.soak  # a multi-minute scenario: `make reliability` runs it
 def test_a_lost_worker_node_leaves_the_sweep_to_the_head(tmp_path, tmp_path_factory):
     seeds = [1, 2, 3, 4]
     spec, out = new_sweep(
@@ -203,6 +204,7 @@ def _event_lines(out: Path) -> int:
     )
 
 
+@pytest.mark.soak  # a multi-minute scenario: `make reliability` runs it
 def test_a_restarted_tracking_server_loses_no_metric_point(tmp_path, tmp_path_factory):
     from mlflow import MlflowClient
 
@@ -262,6 +264,7 @@ def test_a_restarted_tracking_server_loses_no_metric_point(tmp_path, tmp_path_fa
     )
 
 
+@pytest.mark.soak  # a multi-minute scenario: `make reliability` runs it
 def test_a_tracking_server_down_past_the_bound_stops_the_sweep_then_resume_records_all(
     tmp_path, tmp_path_factory
 ):

@@ -76,6 +76,7 @@ def _fill(disk: Path, leave: int) -> Path:
     return ballast
 
 
+@pytest.mark.soak  # a multi-minute scenario: `make reliability` runs it
 def test_a_full_disk_fails_the_trials_naming_it_then_resume_finishes(tmp_path, tmp_path_factory):
     spec, out = new_sweep(
         tmp_path, tmp_path_factory, "diskfull",

@@ -73,6 +73,7 @@ def _check_record(uri: str, name: str, out: Path, seeds: list[int]) -> tuple[int
     return totals[0], totals[1], totals[2]
 
 
+@pytest.mark.soak  # a multi-minute scenario: `make reliability` runs it
 def test_a_slow_tracking_server_loses_no_point(tmp_path, tmp_path_factory):
     seeds = [1, 2, 3, 4]
     with mlflow_server(server_root(tmp_path, tmp_path_factory)) as server:

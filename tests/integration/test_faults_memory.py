@@ -104,6 +104,7 @@ def memory_cgroup(limit_bytes: int) -> Iterator[Path]:
             group.rmdir()
 
 
+@pytest.mark.soak  # a multi-minute scenario: `make reliability` runs it
 def test_the_oom_killer_names_sigkill_and_the_retry_finishes(tmp_path, tmp_path_factory):
     spec, out = new_sweep(tmp_path, tmp_path_factory, "oomkill", grid={"seed": [1]}, retries=1)
     log = tmp_path / "sweep.log"

@@ -32,6 +32,7 @@ FAIRSEQ_ENCODER, HF_ENCODER = 22_829_056, 22_829_568  # `sweeper params sweeps/r
 HEAD = 512 * 512 + 512 + 512 * 2 + 2  # dense + out_proj of the 2-class head
 
 
+@pytest.mark.soak  # a multi-minute scenario: `make reliability` runs it
 def test_roberta_yaml_runs_at_the_labs_size_in_both_frameworks(tmp_path):
     fixture = tmp_path / "lab"
     built = run_sweeper("fixture", "lab-size", fixture, "--train-size", "96",
