@@ -16,7 +16,12 @@ from tests.support.sweeps import new_sweep, runs_by_role
 pytestmark = pytest.mark.integration
 
 
-def test_one_call_runs_the_grid_and_returns_the_exit_status(tmp_path, tmp_path_factory, capfd):
+def test_one_call_runs_the_grid_and_returns_the_exit_status(
+    tmp_path, tmp_path_factory, capfd, monkeypatch
+):
+    # The embedded Ray keeps to loopback by setting this in the process environment;
+    # monkeypatch restores it, so later tests' `ray start` worker nodes may join.
+    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     path, out = new_sweep(
         tmp_path, tmp_path_factory, "api", grid={"seed": [1, 2]}, train={"epochs": 1}
     )

@@ -24,8 +24,11 @@ FOREIGN = (
     "MLFLOW_TRACKING_URI",
     "SWEEPER_DUMMY_EXTRA",
     "SWEEPER_STORAGE",
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER",
 )
-"""Variables that point a child at another cluster or store, or at another test's faults.
+"""Variables that point a child at another cluster or store, or at another test's faults,
+or (the last: an embedded Ray started in the test process sets it to keep to loopback)
+would make a `ray start` worker node refuse to join.
 ($SWEEPER_HOME, where a `sweeper cluster up` cluster is recorded, is pointed away from
 the user's own by tests/conftest.py.)"""
 
