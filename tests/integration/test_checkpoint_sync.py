@@ -23,7 +23,7 @@ from tests.support.sweeps import new_sweep, run_sweeper
 pytestmark = pytest.mark.integration
 
 
-@pytest.mark.slow
+@pytest.mark.soak  # a multi-minute scenario: `make reliability` runs it
 def test_a_retry_without_its_folder_resumes_from_the_synced_checkpoint(tmp_path, tmp_path_factory):
     from mlflow import MlflowClient
 

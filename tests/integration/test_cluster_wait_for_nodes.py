@@ -25,6 +25,7 @@ from tests.support.sweeps import new_sweep, runs_by_role
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
+@pytest.mark.soak  # a multi-minute scenario: `make reliability` runs it
 def test_a_sweep_waits_for_a_node_that_fits_then_runs_on_it(tmp_path, tmp_path_factory):
     spec, out = new_sweep(
         tmp_path, tmp_path_factory, "grows", grid={"seed": [1], "init": ["random"],

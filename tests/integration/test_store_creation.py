@@ -131,6 +131,7 @@ def test_a_new_store_starts_as_a_copy_of_the_cached_schema(tmp_path):
     assert client.get_run(run.info.run_id).data.metrics == {"valid_accuracy": 71.5}
 
 
+@pytest.mark.soak  # a multi-minute scenario: `make reliability` runs it
 def test_drivers_started_together_on_a_new_tracking_server(tmp_path, tmp_path_factory):
     """Three `sweeper run SPEC` started at once against a new, empty `mlflow server`:
     one experiment and one sweep; one driver runs it, each other one exits 2 naming the
