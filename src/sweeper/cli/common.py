@@ -23,6 +23,25 @@ def add_spec_argument(parser: argparse.ArgumentParser, overrides: bool = True) -
         )
 
 
+def add_margin_argument(parser: argparse.ArgumentParser, default_help: str) -> None:
+    """`--margin D`, the equivalence margin (`compare.margin`); a value <= 0 exits 2."""
+    parser.add_argument(
+        "--margin",
+        type=_positive,
+        metavar="D",
+        help="equivalence margin in the metric's units (accuracy: percentage points): a "
+        "comparison whose decision interval lies inside ±D is 'equivalent within ±D' "
+        f"({default_help})",
+    )
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
+    return value
+
+
 def fail(message: str) -> NoReturn:
     print(f"error: {message}", file=sys.stderr)
     raise SystemExit(EXIT_BAD_INPUT)

@@ -67,7 +67,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from sweeper.cli.common import add_spec_argument, fail, load_or_exit
+from sweeper.cli.common import add_margin_argument, add_spec_argument, fail, load_or_exit
 from sweeper.spec import SweepSpec
 
 if TYPE_CHECKING:
@@ -103,14 +103,7 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
         "at a time, until every comparison is decided (anytime-valid: the error rate holds "
         "over all looks) or --max-seeds is reached (grid sweeps only)",
     )
-    parser.add_argument(
-        "--margin",
-        type=float,
-        metavar="D",
-        help="equivalence margin in the metric's units (accuracy: percentage points): a "
-        "comparison whose decision interval lies inside ±D is 'equivalent within ±D' "
-        "(sets the spec's compare.margin)",
-    )
+    add_margin_argument(parser, "sets the spec's compare.margin")
     parser.add_argument(
         "--max-seeds",
         type=int,
@@ -206,8 +199,6 @@ def _budget(args: argparse.Namespace, spec: SweepSpec) -> Budget | None:
 def run(args: argparse.Namespace) -> int:
     """Parse and check the command line, build the options, and hand the sweep to
     `sweeper.api.run_sweep`, whose result is the exit status."""
-    if args.margin is not None and args.margin <= 0:
-        fail(f"--margin must be above 0, got {args.margin:g}")
     overrides = [*args.overrides, *([f"compare.margin={args.margin}"] if args.margin else [])]
     spec = load_or_exit(args.spec, overrides)
     spec, uri = place(spec, args.spec, args.tracking_uri)

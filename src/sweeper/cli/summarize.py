@@ -70,7 +70,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sweeper.cli.common import fail, load_or_exit
+from sweeper.cli.common import add_margin_argument, fail, load_or_exit
 from sweeper.logs import quiet_root_logger
 
 if TYPE_CHECKING:
@@ -129,14 +129,10 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
         help="family-wise error rate the comparisons are decided at, after Holm's "
         "correction (default: 0.05)",
     )
-    parser.add_argument(
-        "--margin",
-        type=float,
-        metavar="D",
-        help="equivalence margin in the metric's units (accuracy: percentage points): a "
-        "comparison whose decision interval lies inside ±D is 'equivalent within ±D' "
-        "(default: the spec's compare.margin, else the margin an --until-decided plan "
-        "recorded, else none)",
+    add_margin_argument(
+        parser,
+        "default: the spec's compare.margin, else the margin an --until-decided plan "
+        "recorded, else none",
     )
     parser.add_argument(
         "--aso",
@@ -164,8 +160,6 @@ def run(args: argparse.Namespace) -> int:
 
     if not 0.0 < args.alpha < 1.0:
         fail(f"--alpha must lie between 0 and 1, got {args.alpha}")
-    if args.margin is not None and args.margin <= 0:
-        fail(f"--margin must be above 0, got {args.margin:g}")
     experiment, uri, sweep, inputs, selection, margin = _resolve(args)
     try:
         summary = summarize(
