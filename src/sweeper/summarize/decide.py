@@ -107,18 +107,29 @@ def _winner(comparison: Comparison, a_higher: bool, mode: Mode) -> str:
     return f"{comparison.group_a if a_higher == (mode == 'max') else comparison.group_b} better"
 
 
+def interval_verdict(low: float, high: float, margin: float | None) -> str | None:
+    """What an interval supports: `A` (it lies above 0), `B` (below 0), `equivalent`
+    (inside (-margin, margin)), or None (it holds 0 and reaches the margin, or is empty)."""
+    if low > high:
+        return None
+    if low > 0.0:
+        return "A"
+    if high < 0.0:
+        return "B"
+    if margin is not None and -margin < low and high < margin:
+        return "equivalent"
+    return None
+
+
 def read_interval(
-    comparison: Comparison, low: float | None, high: float | None, margin: float, mode: Mode
+    comparison: Comparison, low: float | None, high: float | None, margin: float | None, mode: Mode
 ) -> str:
     """The decision an interval supports: better when it excludes 0, equivalent when it
     lies inside (-margin, margin), else undecided (also for an unbounded interval)."""
-    if low is None or high is None:
-        return UNDECIDED
-    if low > 0.0 or high < 0.0:
-        return _winner(comparison, low > 0.0, mode)
-    if -margin < low and high < margin:
+    verdict = None if low is None or high is None else interval_verdict(low, high, margin)
+    if verdict == "equivalent":
         return f"equivalent within ±{margin:g}"
-    return UNDECIDED
+    return UNDECIDED if verdict is None else _winner(comparison, verdict == "A", mode)
 
 
 def bonferroni_interval(

@@ -41,7 +41,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from sweeper.summarize.decide import supported_margin
+from sweeper.summarize.decide import UNDECIDED, interval_verdict, read_interval, supported_margin
 from sweeper.summarize.records import Comparison, CountedTrial, SequentialPlan
 from sweeper.summarize.stats import by_seed, mean, sample_std
 
@@ -158,23 +158,10 @@ def walk_looks(
         this_low, this_high = interval(differences, level)
         low, high = max(low, this_low), min(high, this_high)
         at, n_at = index, seen
-        verdict = _verdict(low, high, margin)
+        verdict = interval_verdict(low, high, margin)
         if verdict is not None:
             return Walk(at, n_at, low, high, verdict)
     return Walk(at, n_at, low, high, None)
-
-
-def _verdict(low: float, high: float, margin: float | None) -> str | None:
-    """What an interval supports (an empty intersection supports nothing)."""
-    if low > high:
-        return None
-    if low > 0.0:
-        return "A"
-    if high < 0.0:
-        return "B"
-    if margin is not None and -margin < low and high < margin:
-        return "equivalent"
-    return None
 
 
 def _walk(
@@ -190,12 +177,7 @@ def _walk(
 ) -> Comparison:
     looks = [[a[s] - b[s] for s in seed_order[:size] if s in a and s in b] for size in plan.looks()]
     walk = walk_looks(looks, level, margin, bounds)
-    decision = "undecided"
-    if walk.verdict == "equivalent":
-        decision = f"equivalent within ±{margin:g}"
-    elif walk.verdict is not None:
-        a_wins = (walk.verdict == "A") == (mode == "max")
-        decision = f"{c.group_a if a_wins else c.group_b} better"
+    decision = read_interval(c, walk.low, walk.high, margin, mode) if walk.verdict else UNDECIDED
     return replace(
         c,
         p_holm=None,
