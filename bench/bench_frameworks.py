@@ -73,7 +73,7 @@ def interval_rates(events: list[Any], warmup: int = 1) -> list[float]:
 
 def measure(work: Path, arch: dict[str, int], epochs: int, threads: int) -> dict[str, Any]:
     """Updates/s of each framework for one arch; returns {framework: rates} and device."""
-    from sweeper.specio import load_spec
+    from sweeper.spec.load import load_spec
     from sweeper.trainers.registry import get_trainer
     from sweeper.trainers.runner import run_trainer
     from sweeper.trainers.trial_pipeline import build_job, prepare_inputs

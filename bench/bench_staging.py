@@ -96,7 +96,7 @@ def size_of(path: Path) -> int:
 def lab_checkpoint(folder: Path) -> Path:
     """A fairseq checkpoint of the lab's arch (random weights), written by sweeper."""
     from sweeper.models.init import init_checkpoint
-    from sweeper.spec import ArchConfig
+    from sweeper.spec.schema import ArchConfig
 
     arch = ArchConfig(**{k: v for k, v in LAB_ARCH.items() if k != "vocab_size"})
     return init_checkpoint(arch, LAB_ARCH["vocab_size"], 2, "random", 1, None, folder)
@@ -278,7 +278,7 @@ def measure(tmp: Path, args: argparse.Namespace, repeats: int) -> tuple[list, di
     from mlflow import MlflowClient
 
     from sweeper.logs import quiet_root_logger
-    from sweeper.specio import load_spec
+    from sweeper.spec.load import load_spec
     from sweeper.trainers.trial_pipeline import prepare_inputs
     from tests.support.cluster import mlflow_server
 

@@ -54,7 +54,7 @@ def run_sweep(spec: Path, uri: str | None) -> tuple[float, list[tuple[float, flo
     """Run the sweep; (driver wall seconds, [(start, end) of each trial run])."""
     from mlflow import MlflowClient
 
-    from sweeper.specio import load_spec
+    from sweeper.spec.load import load_spec
     from sweeper.tracking import experiment_name, spec_store_uri
 
     env = common.clean_env()

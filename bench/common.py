@@ -462,7 +462,7 @@ def ensure_inputs() -> float:
     """Fill the demo cache (prepared data, pretrained checkpoint) if needed, in a child
     process (preparing imports fairseq, which reconfigures logging). Returns seconds."""
     code = (
-        "from sweeper.specio import load_spec; "
+        "from sweeper.spec.load import load_spec; "
         "from sweeper.trainers.trial_pipeline import prepare_inputs; "
         f"prepare_inputs(load_spec({str(DEMO_SPEC)!r}))"
     )

@@ -51,7 +51,7 @@ def prepare(folder: Path) -> None:
     """Jobs for the GPU machine, their inputs copied into `folder`, paths relative to it.
     The two demo sweeps' inputs come from their caches (runs/demo, runs/demo-llm),
     prepared first where missing."""
-    from sweeper.specio import load_spec
+    from sweeper.spec.load import load_spec
     from sweeper.trainers.trial_pipeline import build_job, prepare_inputs
     from sweeper.trial_keys import make_trial
 

@@ -35,7 +35,7 @@ def time_phases(spec_path: str, trial_folder: str) -> dict[str, float]:
     import mlflow  # noqa: F401
     import ray
 
-    from sweeper.specio import load_spec
+    from sweeper.spec.load import load_spec
     from sweeper.tracking.server import open_store
 
     timings["imports (mlflow, ray, sweeper)"] = time.perf_counter() - start

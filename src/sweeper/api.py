@@ -1,7 +1,7 @@
 """`run_sweep`: one call that runs a sweep, for the CLI and for Python callers alike.
 
     from sweeper.api import RunOptions, run_sweep
-    from sweeper.spec import SweepSpec
+    from sweeper.spec.schema import SweepSpec
     status = run_sweep(RunOptions(spec_path="sweeps/demo.yaml"), spec)
 
 It does what `sweeper run` does once the command line is parsed: check every input
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from sweeper.engine.options import EXIT_BAD_INPUT, Budget, RunOptions, SweepError
 
 if TYPE_CHECKING:
-    from sweeper.spec import SweepSpec
+    from sweeper.spec.schema import SweepSpec
 
 __all__ = ["EXIT_BAD_INPUT", "Budget", "RunOptions", "SweepError", "run_sweep"]
 

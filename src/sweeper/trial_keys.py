@@ -17,7 +17,7 @@ from typing import Any
 
 from sweeper import frameworks
 from sweeper.redact import safe_name
-from sweeper.spec import SweepSpec
+from sweeper.spec.schema import SweepSpec
 
 KEYED_WHEN_SET: dict[str, Any] = {"precision": "fp32"}
 """Recipe fields added after trial keys were first recorded, with the value every older

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 SCRIPT = """
 import sys
 from sweeper.api import RunOptions, run_sweep
-from sweeper.specio import load_spec
+from sweeper.spec.load import load_spec
 spec = load_spec(sys.argv[1])
 print("STATUS", run_sweep(RunOptions(spec_path=sys.argv[1]), spec))
 """

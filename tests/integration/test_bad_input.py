@@ -78,8 +78,8 @@ def valid_inputs(tmp_path_factory) -> Path:
 
     from sweeper.data.generate import ensure_generated
     from sweeper.models.init import initial_state
-    from sweeper.spec import ArchConfig
-    from sweeper.specio import validate_mapping
+    from sweeper.spec.load import validate_mapping
+    from sweeper.spec.schema import ArchConfig
 
     root = tmp_path_factory.mktemp("bad_input_inputs")
     raw = {
@@ -257,7 +257,7 @@ def test_a_gpu_fraction_without_a_gpu_exits_2_fast(tmp_path, valid_inputs):
 def test_the_valid_inputs_pass_preflight(tmp_path, valid_inputs):
     """The baseline every case breaks is itself accepted (else the cases prove nothing)."""
     from sweeper.engine.preflight import check_inputs
-    from sweeper.specio import validate_mapping
+    from sweeper.spec.load import validate_mapping
 
     case = new_case(tmp_path, valid_inputs)
     check_inputs(validate_mapping(case.spec, "spec.yaml", base_dir=tmp_path))

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from sweeper import record_names
-from sweeper.spec import SweepSpec
-from sweeper.specio import load_spec
+from sweeper.spec.load import load_spec
+from sweeper.spec.schema import SweepSpec
 from sweeper.trainers.base import TrialJob
 from sweeper.trainers.events import MetricEvent
 from sweeper.trainers.fairseq.fairseq_checkpoints import BEST, LAST

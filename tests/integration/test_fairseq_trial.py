@@ -15,8 +15,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from sweeper.spec import SweepSpec
-from sweeper.specio import load_spec
+from sweeper.spec.load import load_spec
+from sweeper.spec.schema import SweepSpec
 from sweeper.trainers.base import TrialJob, read_param_counts
 from sweeper.trainers.events import best_validation
 from sweeper.trainers.fairseq.fairseq_checkpoints import BEST, LAST, allow_fairseq_checkpoints

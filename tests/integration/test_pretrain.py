@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.spec import SweepSpec
-from sweeper.specio import load_spec
+from sweeper.spec.load import load_spec
+from sweeper.spec.schema import SweepSpec
 from sweeper.trainers.fairseq.fairseq_checkpoints import allow_fairseq_checkpoints
 from sweeper.trainers.fairseq.fairseq_pretrain import cache_key, pretrain
 

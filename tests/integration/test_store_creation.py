@@ -24,7 +24,7 @@ DRIVERS = 3
 OPEN = """
 import sys, time
 from pathlib import Path
-from sweeper.specio import load_spec
+from sweeper.spec.load import load_spec
 from sweeper.tracking.server import open_store
 from sweeper.tracking.store import spec_store_uri
 

@@ -415,7 +415,7 @@ def test_history_paths_agree(store, name):
 def test_bulk_path_opens_the_sql_store_without_private_client_attributes(store):
     """`bulk` must really be served by MLflow's SQL store (a silent fall-back to per_run
     would still agree above); other stores have no bulk path."""
-    from sweeper.summarize.load import _bulk_store
+    from sweeper.summarize.mlflow_reader import _bulk_store
 
     found = _bulk_store(store["uri"])
     assert found is not None and callable(found.get_metric_history_bulk)
@@ -423,7 +423,7 @@ def test_bulk_path_opens_the_sql_store_without_private_client_attributes(store):
 
 
 def test_sqlite_history_path_restores_nan_like_mlflow(store):
-    from sweeper.summarize.load import load_histories
+    from sweeper.summarize.mlflow_reader import load_histories
 
     client = store["client"]
     run_id = store["edge"]["runs"][1]
@@ -639,7 +639,7 @@ def test_ensure_experiment_creates_once_with_the_artifact_root(store, tmp_path):
 
 
 def test_summarize_spec_reads_the_spec_store(store, tmp_path):
-    from sweeper.specio import validate_mapping
+    from sweeper.spec.load import validate_mapping
     from sweeper.summarize import summarize_spec
 
     raw = {

@@ -67,7 +67,7 @@ def shared(tmp_path_factory: Any) -> dict[str, Path]:
     from mlflow import MlflowClient
 
     from sweeper.data import prepare
-    from sweeper.specio import validate_mapping
+    from sweeper.spec.load import validate_mapping
 
     root = tmp_path_factory.mktemp("sweep_shared")
     raw = base_spec(root / "corpus", "shared", root / "out")

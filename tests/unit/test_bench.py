@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.spec import ArchConfig, TrainConfig
+from sweeper.spec.schema import ArchConfig, TrainConfig
 from sweeper.trainers.base import TrialJob
 from sweeper.trainers.events import MetricEvent
 from sweeper.trainers.fairseq.fairseq_trainer import train_args
@@ -177,7 +177,7 @@ def test_parsers_and_defaults():
 
 def test_sweep_changes_are_valid_specs(tmp_path: Path):
     """Each script's overrides of the demo spec pass the real schema."""
-    from sweeper.specio import validate_mapping
+    from sweeper.spec.load import validate_mapping
 
     changes = [
         bench_overhead.sweep_changes(10, ["fairseq", "hf"], [1, 2]),

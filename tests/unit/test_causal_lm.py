@@ -18,7 +18,7 @@ from sweeper.models.llama import (
     target_modules,
 )
 from sweeper.selection import Selection
-from sweeper.specio import SpecError, load_spec
+from sweeper.spec.load import SpecError, load_spec
 from sweeper.trainers.events import MetricEvent
 from sweeper.trainers.hf.lm_data import IGNORE, AnswerDataset, collate
 from sweeper.trial_keys import expand

@@ -21,7 +21,7 @@ from sweeper.deploy.resolve import (
     resolve_tracking_uri,
 )
 from sweeper.deploy.state import ClusterState, group_alive, load_state, save_state
-from sweeper.specio import load_spec
+from sweeper.spec.load import load_spec
 
 SPEC = {
     "name": "demo",

@@ -14,7 +14,7 @@ from sweeper.cli.main import main
 from sweeper.data import DataError, prepare
 from sweeper.data.rawtext import read_split
 from sweeper.data.vocab import check_dict
-from sweeper.specio import load_spec
+from sweeper.spec.load import load_spec
 
 REPO = Path(__file__).resolve().parents[2]
 GOOD_REVIEWS = "un livre superbe .\nun roman plat .\nle style est fade .\n"

@@ -13,7 +13,7 @@ import pytest
 
 from sweeper.data import DataError, PreparedData, prepare
 from sweeper.data.generate import ensure_generated
-from sweeper.specio import load_spec
+from sweeper.spec.load import load_spec
 
 pytest.importorskip("fairseq")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from sweeper.spec import SweepSpec
+from sweeper.spec.schema import SweepSpec
 from tools.spec_doc import DEFAULT_OUT, blocks, field_docs, render
 
 REPO = Path(__file__).resolve().parents[2]

@@ -19,7 +19,7 @@ import yaml
 
 from sweeper import record_names
 from sweeper.engine import EXIT_BAD_INPUT, EXIT_FAILED, RunOptions, SweepError
-from sweeper.specio import validate_mapping
+from sweeper.spec.load import validate_mapping
 from tests.support.specs import minimal_spec
 
 pytest.importorskip("mlflow")

@@ -13,7 +13,7 @@ import pytest
 from sweeper.engine.options import RunOptions
 from sweeper.engine.stage_graph import pretrain_beside, trial_order
 from sweeper.engine.sweep import Sweep
-from sweeper.specio import validate_mapping
+from sweeper.spec.load import validate_mapping
 from sweeper.tracking.runs import RunPlan
 from sweeper.trial_keys import expand
 from tests.support.specs import minimal_spec

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.spec import ArchConfig, TrainConfig
+from sweeper.spec.schema import ArchConfig, TrainConfig
 from sweeper.trainers.base import TrialJob, write_param_counts
 from sweeper.trainers.fairseq.fairseq_checkpoints import BEST, LAST
 from sweeper.trainers.fairseq.fairseq_main import _save_dir, repair_last_checkpoint

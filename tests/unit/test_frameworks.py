@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from sweeper import frameworks
-from sweeper.specio import SpecError, validate_mapping
+from sweeper.spec.load import SpecError, validate_mapping
 from sweeper.trainers.base import TrialJob
 from sweeper.trainers.registry import get_trainer
 from sweeper.trial_keys import expand

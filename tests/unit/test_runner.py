@@ -152,7 +152,7 @@ def test_one_stream_loop_kills_on_a_lines_verdict(tmp_path):
 
 def test_timeout_is_the_trials_own(tmp_path, monkeypatch):
     """A `train.timeout_min` grid axis changes the trial key; it must change the limit too."""
-    from sweeper.specio import validate_mapping
+    from sweeper.spec.load import validate_mapping
     from sweeper.trainers import trial_pipeline as trial_module
     from sweeper.trial_keys import make_trial
     from tests.support.specs import minimal_spec
@@ -175,7 +175,7 @@ def test_timeout_is_the_trials_own(tmp_path, monkeypatch):
 @pytest.mark.parametrize(("asked", "ok"), [(2, True), (3, True), (1, False)])
 def test_num_classes_must_hold_every_label(tmp_path, asked, ok):
     from sweeper.data.errors import DataError
-    from sweeper.specio import validate_mapping
+    from sweeper.spec.load import validate_mapping
     from sweeper.trainers.trial_pipeline import _check_classes
     from tests.support.specs import minimal_spec
 

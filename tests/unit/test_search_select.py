@@ -9,7 +9,7 @@ from dataclasses import replace
 from test_summarize_select import BASE
 
 from sweeper import record_names
-from sweeper.specio import validate_mapping
+from sweeper.spec.load import validate_mapping
 from sweeper.summarize.records import Point, Summary
 from sweeper.summarize.search import pick_best, score, search_groups
 from sweeper.summarize.tables import to_markdown

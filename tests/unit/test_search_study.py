@@ -7,7 +7,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from sweeper.specio import validate_mapping
+from sweeper.spec.load import validate_mapping
 from sweeper.tracking.study import (
     completed,
     distributions,

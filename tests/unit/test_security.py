@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from sweeper.redact import MASK, redact, safe_name, secret_values
-from sweeper.specio import load_spec
+from sweeper.spec.load import load_spec
 from sweeper.trial_keys import expand
 from tests.support.specs import minimal_spec
 

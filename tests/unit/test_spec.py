@@ -7,7 +7,7 @@ import os
 import pytest
 
 from sweeper.cli.main import main
-from sweeper.specio import SpecError, check_files, load_spec
+from sweeper.spec.load import SpecError, check_files, load_spec
 from tests.support.specs import minimal_spec
 
 

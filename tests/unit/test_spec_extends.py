@@ -1,4 +1,4 @@
-"""`extends:`: a sweep built on another, merged as documented in sweeper.specbase."""
+"""`extends:`: a sweep built on another, merged as documented in sweeper.spec.extends."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sweeper import spec as spec_module
 from sweeper.cli.main import main
-from sweeper.specbase import PATH_FIELDS, spec_files
-from sweeper.specio import SpecError, load_spec
+from sweeper.spec import schema as spec_module
+from sweeper.spec.extends import PATH_FIELDS, spec_files
+from sweeper.spec.load import SpecError, load_spec
 from tests.support.specs import SWEEPS, minimal_spec
 
 

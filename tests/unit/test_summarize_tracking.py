@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.specio import validate_mapping
-from sweeper.summarize.load import SummarizeError, check_store
+from sweeper.spec.load import validate_mapping
+from sweeper.summarize.mlflow_reader import SummarizeError, check_store
 from sweeper.tracking import artifact_root, experiment_name, spec_store_uri
 from sweeper.tracking.store import sqlite_path
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from sweeper.cli.main import main
-from sweeper.specio import load_spec
+from sweeper.spec.load import load_spec
 from sweeper.trial_keys import expand
 from tests.support.specs import SWEEPS
 

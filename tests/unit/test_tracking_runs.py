@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from sweeper import record_names
-from sweeper.specio import validate_mapping
+from sweeper.spec.load import validate_mapping
 from sweeper.tracking.recorder import ERROR_ARTIFACT, MetricLog, Recorder, error_tag, last_steps
 from sweeper.tracking.runs import (
     ExistingRunsError,
@@ -259,7 +259,7 @@ def test_parent_run_records_spec_provenance_and_cluster(client, experiment, tmp_
 
 
 def test_sweep_record_keeps_the_spec_and_every_base_it_extends(client, experiment, tmp_path):
-    from sweeper.specio import load_spec
+    from sweeper.spec.load import load_spec
     from sweeper.tracking.sweep_run import open_sweep_run, record_sweep
 
     (tmp_path / "base.yaml").write_text(yaml.safe_dump(minimal_spec()), encoding="utf-8")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sweeper.specio import load_spec
+from sweeper.spec.load import load_spec
 from sweeper.trial_keys import expand, make_trial
 from tests.support.specs import minimal_spec
 

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from sweeper.specio import validate_mapping
+from sweeper.spec.load import validate_mapping
 from sweeper.trial_keys import expand
 from tests.support.specs import minimal_spec
 

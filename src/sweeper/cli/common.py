@@ -6,8 +6,8 @@ import argparse
 import sys
 from typing import NoReturn
 
-from sweeper.spec import SweepSpec
-from sweeper.specio import SpecError, load_spec
+from sweeper.spec.load import SpecError, load_spec
+from sweeper.spec.schema import SweepSpec
 
 EXIT_BAD_INPUT = 2
 

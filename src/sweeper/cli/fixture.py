@@ -128,7 +128,7 @@ def _pretrain(work: Path, root: Path, corpus: Path, steps: int, seed: int) -> Pa
 
 def _spec(work: Path, data: dict, sentencepiece: Path, dictionary: Path, pretrain: dict | None):
     """A one-trial spec that only prepares data and pretrains (never run as a sweep)."""
-    from sweeper.specio import validate_mapping
+    from sweeper.spec.load import validate_mapping
 
     model: dict = {
         "arch": {**LAB_ARCH, "vocab_size": LAB_VOCAB} if pretrain else dict(LAB_ARCH),

@@ -68,7 +68,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from sweeper.cli.common import add_margin_argument, add_spec_argument, fail, load_or_exit
-from sweeper.spec import SweepSpec
+from sweeper.spec.schema import SweepSpec
 
 if TYPE_CHECKING:
     from sweeper.api import Budget

@@ -205,7 +205,7 @@ def _evaluate(summary: Summary, fmt: str) -> list[Evaluation]:
     """Re-measure Table 1's trials; the table goes to stdout after the summary, or to
     stderr when stdout carries machine-readable csv/json or a LaTeX fragment."""
     from sweeper.summarize.evaluate import evaluate_trials, to_markdown
-    from sweeper.summarize.load import open_client
+    from sweeper.summarize.mlflow_reader import open_client
 
     client = open_client(summary.tracking_uri)
 
@@ -302,7 +302,7 @@ def _log(summary: Summary, files: Callable[[Path], list[Path]]) -> int:
     from mlflow.exceptions import MlflowException
 
     from sweeper.summarize import log_report
-    from sweeper.summarize.load import open_client
+    from sweeper.summarize.mlflow_reader import open_client
 
     try:
         with tempfile.TemporaryDirectory(prefix="sweeper-report-") as tmp:

@@ -18,8 +18,8 @@ import argparse
 import sys
 
 from sweeper.cli.common import EXIT_BAD_INPUT
-from sweeper.spec import SweepSpec
-from sweeper.specio import SpecError, check_files, load_spec
+from sweeper.spec.load import SpecError, check_files, load_spec
+from sweeper.spec.schema import SweepSpec
 from sweeper.trial_keys import expand
 
 

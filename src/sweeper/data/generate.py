@@ -16,7 +16,7 @@ from pathlib import Path
 
 from sweeper.data.demo_corpus import generate_corpus, write_corpus, write_lines
 from sweeper.data.vocab import dict_entries_from_sentencepiece, train_sentencepiece, write_dict
-from sweeper.spec import SweepSpec
+from sweeper.spec.schema import SweepSpec
 
 GENERATOR_VERSION = 2
 """Bump when the generator's output changes for the same settings."""

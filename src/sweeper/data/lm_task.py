@@ -31,7 +31,7 @@ from sweeper.data.generate import ensure_generated
 from sweeper.data.prepare import PREPARED_DIR, SPLITS, content_hash, find_inputs
 from sweeper.data.rawtext import read_corpus, read_lines
 from sweeper.data.vocab import UNK, fairseq_ids, load_sentencepiece
-from sweeper.spec import SweepSpec
+from sweeper.spec.schema import SweepSpec
 
 LM_VERSION = 1
 PRETRAIN_FILE = "pretrain/ids.jsonl"

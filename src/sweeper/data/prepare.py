@@ -28,7 +28,7 @@ from typing import Any
 from sweeper.data.errors import DataError
 from sweeper.data.generate import STAMP_FILE, UNLABELED_FILE, ensure_generated
 from sweeper.data.prepared import MANIFEST_FILE, STATS_FILE, PreparedData
-from sweeper.spec import SweepSpec
+from sweeper.spec.schema import SweepSpec
 
 PREPARE_VERSION = 1
 """Bump when the prepared format changes, so old caches are not reused."""

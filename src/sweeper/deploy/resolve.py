@@ -36,7 +36,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from sweeper.deploy.state import STORAGE_ENV, ClusterState, running_cluster
-from sweeper.spec import SweepSpec
+from sweeper.spec.schema import SweepSpec
 from sweeper.tracking.server import is_server
 from sweeper.tracking.store import spec_store_uri, sqlite_path
 

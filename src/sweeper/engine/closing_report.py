@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from mlflow import MlflowClient
 
-    from sweeper.spec import SweepSpec
+    from sweeper.spec.schema import SweepSpec
 
 
 def summarise(

@@ -33,7 +33,7 @@ from sweeper.selection import Selection
 if TYPE_CHECKING:
     from mlflow import MlflowClient
 
-    from sweeper.spec import SweepSpec
+    from sweeper.spec.schema import SweepSpec
     from sweeper.tracking.recorder import Recorder
     from sweeper.tracking.staging import StagedInput
     from sweeper.trainers.trial_pipeline import SweepInputs

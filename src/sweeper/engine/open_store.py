@@ -21,7 +21,7 @@ from sweeper.engine.options import RunOptions, SweepError
 if TYPE_CHECKING:
     from mlflow import MlflowClient
 
-    from sweeper.spec import SweepSpec
+    from sweeper.spec.schema import SweepSpec
     from sweeper.tracking.runs import FoundRun, RunPlan
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from sweeper.spec import SweepSpec
+    from sweeper.spec.schema import SweepSpec
     from sweeper.summarize.records import SequentialPlan
 
 EXIT_FAILED = 1

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from sweeper.data.errors import DataError
 from sweeper.record_names import TASK_CAUSAL_LM
-from sweeper.spec import SweepSpec
+from sweeper.spec.schema import SweepSpec
 
 
 def preflight(spec: SweepSpec) -> list[str]:

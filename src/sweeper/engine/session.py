@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from sweeper.engine.options import RunOptions
 
 if TYPE_CHECKING:
-    from sweeper.spec import SweepSpec
+    from sweeper.spec.schema import SweepSpec
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from sweeper.selection import ACCURACY, Selection
 if TYPE_CHECKING:
     from mlflow import MlflowClient
 
-    from sweeper.spec import SweepSpec
+    from sweeper.spec.schema import SweepSpec
     from sweeper.tracking.runs import RunPlan
     from sweeper.trainers.trial_pipeline import SweepInputs
     from sweeper.trial_keys import Trial

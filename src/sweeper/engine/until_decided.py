@@ -32,7 +32,7 @@ from sweeper.engine.sweep import Sweep, open_grid, prepare
 from sweeper.summarize.records import SequentialPlan
 
 if TYPE_CHECKING:
-    from sweeper.spec import SweepSpec
+    from sweeper.spec.schema import SweepSpec
     from sweeper.summarize.records import Summary
     from sweeper.trainers.trial_pipeline import SweepInputs
 

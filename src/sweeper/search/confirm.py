@@ -24,7 +24,7 @@ from sweeper.record_names import Stage
 if TYPE_CHECKING:
     from mlflow import MlflowClient
 
-    from sweeper.spec import SweepSpec
+    from sweeper.spec.schema import SweepSpec
     from sweeper.summarize.records import SearchGroup
     from sweeper.tracking.runs import FoundRun
     from sweeper.trial_keys import Trial
@@ -34,7 +34,7 @@ def best_configs(
     client: MlflowClient, experiment_id: str, spec: SweepSpec
 ) -> dict[str, SearchGroup]:
     """group -> its search result, by the summariser's own rule."""
-    from sweeper.summarize.load import load_histories, load_runs
+    from sweeper.summarize.mlflow_reader import load_histories, load_runs
     from sweeper.summarize.search import search_groups
 
     search = spec.search

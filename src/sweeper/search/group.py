@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from sweeper.engine.open_store import SweepStore
 from sweeper.engine.options import RunOptions
 from sweeper.engine.sweep import trial_view
-from sweeper.spec import SweepSpec
+from sweeper.spec.schema import SweepSpec
 from sweeper.trainers.trial_pipeline import SweepInputs
 from sweeper.trial_keys import Trial
 
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ray.tune.schedulers import TrialScheduler
 
     from sweeper.search.searcher import SearchCallback, SearchDriver
-    from sweeper.spec import SearchConfig
+    from sweeper.spec.schema import SearchConfig
     from sweeper.tracking.recorder import Recorder
     from sweeper.tune.progress import Progress
 

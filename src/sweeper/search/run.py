@@ -31,7 +31,7 @@ from sweeper.engine.options import EXIT_FAILED, RunOptions, SweepError
 from sweeper.engine.session import ray_session
 from sweeper.engine.sweep import prepare
 from sweeper.search.group import SearchRun, search_group
-from sweeper.spec import SweepSpec
+from sweeper.spec.schema import SweepSpec
 from sweeper.trial_keys import Trial
 
 

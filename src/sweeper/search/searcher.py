@@ -37,7 +37,7 @@ from ray.tune.search import Searcher
 from sweeper import record_names
 from sweeper.record_names import RunState, Stage, Status
 from sweeper.selection import Mode, is_better
-from sweeper.spec import SweepSpec
+from sweeper.spec.schema import SweepSpec
 from sweeper.tracking.recorder import Recorder, last_steps
 from sweeper.tracking.resume_sync import discard_run_copies
 from sweeper.tune.callback import TrackingCallback

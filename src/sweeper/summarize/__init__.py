@@ -2,7 +2,7 @@
 
   source.py       which reader a store gets: SQL on a local SQLite file, else MLflow
   sqlite_store.py the SQLite reader (read-only SQL, no MLflow import)
-  load.py         MLflow -> RunRecords and metric histories (bulk where the store allows)
+  mlflow_reader.py MLflow -> RunRecords and metric histories (bulk where the store allows)
   records.py      the plain records every step passes on (runs, trials, groups, comparisons)
   select.py       which runs count; best-validation checkpoint per trial (Table 1)
   stats.py        Table 2 per group (t and bootstrap CIs, uncounted runs by outcome); the
@@ -32,7 +32,7 @@ load inside the functions that need them.
 from __future__ import annotations
 
 from sweeper.summarize.core import summarize, summarize_spec
-from sweeper.summarize.load import SummarizeError
+from sweeper.summarize.mlflow_reader import SummarizeError
 from sweeper.summarize.records import (
     Comparison,
     CountedTrial,

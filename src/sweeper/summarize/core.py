@@ -16,7 +16,7 @@ from sweeper.record_names import Stage
 from sweeper.selection import Selection, base_name, metric_mode
 from sweeper.summarize.compare import compare
 from sweeper.summarize.decide import ALPHA, decide, with_aso
-from sweeper.summarize.load import SummarizeError, open_client
+from sweeper.summarize.mlflow_reader import SummarizeError, open_client
 from sweeper.summarize.records import (
     CountedTrial,
     GroupStats,
@@ -34,7 +34,7 @@ from sweeper.summarize.stats import TALLIED, Bounds, group_stats
 if TYPE_CHECKING:
     from mlflow import MlflowClient
 
-    from sweeper.spec import SweepSpec
+    from sweeper.spec.schema import SweepSpec
 
 
 def summarize(
@@ -56,7 +56,7 @@ def summarize(
     it is required when the experiment holds trials of several sweeps. `client` reads
     through an open MlflowClient (otherwise a SQLite store is read with SQL, see
     `sweeper.summarize.source`); `history_path` forces one of the client's ways of
-    reading metric histories (`sqlite`, `bulk`, `per_run`; `sweeper.summarize.load`).
+    reading metric histories (`sqlite`, `bulk`, `per_run`; `sweeper.summarize.mlflow_reader`).
     `alpha` is the family-wise level the comparisons are decided at; `aso` adds Almost
     Stochastic Order (slow; `sweeper.summarize.decide`). `inputs`: the spec's input
     fingerprint (`sweeper.tracking.inputs`); trial runs made from other inputs are

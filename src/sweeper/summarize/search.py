@@ -24,7 +24,7 @@ from sweeper import record_names
 from sweeper.record_names import RunState, Stage, Status
 from sweeper.selection import Mode, best_point, is_better
 from sweeper.summarize.budget import expected_best_curve
-from sweeper.summarize.load import History
+from sweeper.summarize.mlflow_reader import History
 from sweeper.summarize.records import Point, RunRecord, SearchGroup
 from sweeper.summarize.select import by_step
 

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from sweeper import record_names
 from sweeper.record_names import RunState, Stage, Status
 from sweeper.selection import ACCURACY, Selection, best_point
-from sweeper.summarize.load import History
+from sweeper.summarize.mlflow_reader import History
 from sweeper.summarize.records import CountedTrial, NotCounted, Point, RunRecord
 
 

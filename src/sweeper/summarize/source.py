@@ -13,7 +13,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from sweeper.summarize.load import (
+from sweeper.summarize.mlflow_reader import (
     History,
     SummarizeError,
     as_history,

@@ -5,7 +5,7 @@ needs (docs/benchmarks.md has the measurements). So when the store is a SQLite f
 whose tables have the columns read here, the summary reads them directly, read-only
 (`mode=ro`: nothing is written and no migration runs). Anything else (a tracking
 server, PostgreSQL, a schema without these columns) goes through MLflow's client
-(`sweeper.summarize.load`), and `tests/integration/test_summarize_store.py` holds both
+(`sweeper.summarize.mlflow_reader`), and `tests/integration/test_summarize_store.py` holds both
 readers to the same records.
 
 The rules are MLflow's own: only `active` runs and experiments count; a NaN metric is
@@ -75,7 +75,7 @@ class SqliteStore:
 
     def runs(self, experiment_id: str) -> list[dict[str, Any]]:
         """Every active run of the experiment, earliest started first, as the keyword
-        arguments of `sweeper.summarize.load.record_of`."""
+        arguments of `sweeper.summarize.mlflow_reader.record_of`."""
         with closing(self._connect()) as db:
             runs = db.execute(
                 "SELECT run_uuid, name, status, start_time, end_time FROM runs "

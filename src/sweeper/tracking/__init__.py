@@ -5,7 +5,7 @@ sides must agree on them, or the summariser would read a different store than th
 the sweep wrote. MLflow itself is imported only inside the functions that talk to it.
 
   store.py        the spec's own store URI, artifact folder, experiment name
-  schema.py       a new SQLite store starts as a copy of an empty, migrated one
+  empty_store.py  a new SQLite store starts as a copy of an empty, migrated one
   server.py       open the store; an unreachable tracking server fails fast (exit 2)
   lease.py        one live driver per sweep: a lease in the store, renewed by a heartbeat
   runs.py         trial runs keyed by trial key; what a run or a --resume does per key

@@ -26,7 +26,7 @@ from sweeper import record_names
 if TYPE_CHECKING:
     from mlflow import MlflowClient
 
-    from sweeper.spec import SweepSpec
+    from sweeper.spec.schema import SweepSpec
 
 MISSING = "missing"
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from mlflow import MlflowClient
     from mlflow.entities import DatasetInput
 
-    from sweeper.spec import SweepSpec
+    from sweeper.spec.schema import SweepSpec
     from sweeper.trainers.trial_pipeline import SweepInputs
 
 SPLITS = ("train", "valid", "test")

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from sweeper.spec import SweepSpec
+from sweeper.spec.schema import SweepSpec
 from sweeper.tracking.store import artifact_root, ensure_experiment, experiment_name, sqlite_path
 
 if TYPE_CHECKING:
@@ -114,11 +114,11 @@ def open_store(spec: SweepSpec, uri: str) -> tuple[MlflowClient, str]:
 
 def _open_client(uri: str, db: Path | None) -> MlflowClient:
     """MlflowClient on `uri`; a new SQLite file starts from the cached empty schema, or
-    leaves one behind for the next (`sweeper.tracking.schema`)."""
+    leaves one behind for the next (`sweeper.tracking.empty_store`)."""
     from mlflow import MlflowClient
     from mlflow.version import VERSION
 
-    from sweeper.tracking.schema import keep_template, seed_from_template
+    from sweeper.tracking.empty_store import keep_template, seed_from_template
 
     if db is None or db.exists() or seed_from_template(db, VERSION):
         return MlflowClient(uri)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
-from sweeper.spec import SweepSpec
+from sweeper.spec.schema import SweepSpec
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient

@@ -32,7 +32,7 @@ from sweeper.tracking.store import sqlite_path
 if TYPE_CHECKING:
     import optuna
 
-    from sweeper.spec import SearchParam, SweepSpec
+    from sweeper.spec.schema import SearchParam, SweepSpec
 
 STORAGE_FILE = "optuna.db"
 MIN_STARTUP = 2

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 from sweeper import record_names
 from sweeper.redact import redact, redact_values
 from sweeper.selection import Selection
-from sweeper.spec import SweepSpec
-from sweeper.specbase import spec_files
+from sweeper.spec.extends import spec_files
+from sweeper.spec.schema import SweepSpec
 from sweeper.tracking.runs import role_filter, search_all
 
 if TYPE_CHECKING:

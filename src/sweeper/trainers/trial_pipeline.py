@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sweeper.record_names import TASK_CAUSAL_LM
-from sweeper.spec import SweepSpec
+from sweeper.spec.schema import SweepSpec
 from sweeper.trainers.base import Trainer, TrialJob
 from sweeper.trainers.devices import detect_device
 from sweeper.trainers.events import MetricEvent

@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sweeper.spec import SweepSpec
+from sweeper.spec.schema import SweepSpec
 from sweeper.tracking.staging import StagedInput
 from sweeper.trainers.runner import TrainerError
 from sweeper.trainers.trial_pipeline import SweepInputs

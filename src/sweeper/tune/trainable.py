@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from sweeper import record_names
 from sweeper.selection import ACCURACY, Selection, best_metrics
-from sweeper.spec import SweepSpec
+from sweeper.spec.schema import SweepSpec
 from sweeper.tracking.resume_sync import CheckpointSync
 from sweeper.tracking.staging import StagedInput
 from sweeper.tracking.sweep_run import versions_json

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from sweeper.spec import ArchConfig, PretrainConfig, SweepSpec
+from sweeper.spec.schema import ArchConfig, PretrainConfig, SweepSpec
 from sweeper.trainers.base import warmup_updates
 from sweeper.trainers.devices import detect_device
 from sweeper.trainers.fairseq.fairseq_checkpoints import LAST

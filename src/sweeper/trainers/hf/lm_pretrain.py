@@ -21,7 +21,7 @@ from pathlib import Path
 
 from sweeper.data.lm_task import LMData
 from sweeper.models.llama import random_init
-from sweeper.spec import SweepSpec
+from sweeper.spec.schema import SweepSpec
 from sweeper.trainers.base import warmup_updates
 from sweeper.trainers.fairseq.fairseq_pretrain import cache_key
 from sweeper.trainers.runner import TrainerError, python_module_command, stream_process, thread_env

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from sweeper.data.lm_task import LMData
 from sweeper.record_names import TASK_CAUSAL_LM
-from sweeper.spec import SweepSpec
+from sweeper.spec.schema import SweepSpec
 from sweeper.trainers.base import TrialJob
 from sweeper.trial_keys import Trial
 

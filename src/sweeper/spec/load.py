@@ -18,8 +18,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from sweeper import frameworks, specbase
-from sweeper.spec import SweepSpec
+from sweeper import frameworks
+from sweeper.spec import extends
+from sweeper.spec.schema import SweepSpec
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -67,23 +68,23 @@ def _read_chain(path: Path, problems: list[SpecProblem]) -> dict[str, Any]:
     while True:
         raw = _interpolate(_read_yaml(current), (), _shown(current, path), problems)
         try:
-            base = specbase.base_of(raw, current)
+            base = extends.base_of(raw, current)
             if base is not None:
-                specbase.check_cycle([*chain, current.resolve()], base)
+                extends.check_cycle([*chain, current.resolve()], base)
                 if not base.is_file():
-                    raise specbase.ChainError(f"base file not found: {base}")
-        except specbase.ChainError as exc:
+                    raise extends.ChainError(f"base file not found: {base}")
+        except extends.ChainError as exc:
             where = _shown(current, path)
-            raise SpecError([SpecProblem(where, specbase.EXTENDS, str(exc))]) from None
-        raw.pop(specbase.EXTENDS, None)
-        layers.append(specbase.rebase_paths(raw, current.resolve().parent) if chain else raw)
+            raise SpecError([SpecProblem(where, extends.EXTENDS, str(exc))]) from None
+        raw.pop(extends.EXTENDS, None)
+        layers.append(extends.rebase_paths(raw, current.resolve().parent) if chain else raw)
         chain.append(current.resolve())
         if base is None:
             break
         current = base
     merged: dict[str, Any] = {}
     for layer in reversed(layers):
-        merged = specbase.merge(merged, layer)
+        merged = extends.merge(merged, layer)
     return merged
 
 

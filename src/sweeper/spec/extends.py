@@ -26,7 +26,7 @@ PATH_FIELDS: tuple[tuple[str, ...], ...] = (
     ("model", "checkpoint"),
 )
 """The spec's `SpecPath` fields (tests/unit/test_spec.py keeps this list in step with
-`sweeper.spec`)."""
+`sweeper.spec.schema`)."""
 
 
 class ChainError(Exception):
