@@ -36,7 +36,7 @@ from tests.support.sweeps import base_spec
 TITLE = "Engine throughput"
 TRIALS, QUICK_TRIALS = 40, 8
 CONCURRENCY = 2
-PLUGIN = "sweeper.trainers.dummy:register"
+PLUGIN = "tests.support.dummy_trainer:register"
 
 
 def write_sweep(work: Path, name: str, trials: int) -> Path:
@@ -100,7 +100,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     common.add_common_arguments(parser)
     args = parser.parse_args(argv)
-    os.environ["SWEEPER_PLUGINS"] = PLUGIN  # this process reads the spec; children inherit
+    # This process reads the spec; children (the CLI, Ray workers) inherit both.
+    os.environ["SWEEPER_PLUGINS"] = PLUGIN
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(common.ROOT), os.environ.get("PYTHONPATH")])
+    )
     trials = QUICK_TRIALS if args.quick else TRIALS
     info, start_load = common.machine(), common.load_average()
     rows = []

@@ -15,9 +15,14 @@ import yaml
 # vendor: tests send traffic to 127.0.0.0/8 only. The CLI sets the same defaults.
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-# The test-only `dummy` trainer is a plugin (sweeper.frameworks): every process a test
-# starts (the CLI, Ray workers, Ray job drivers) inherits this and knows it too.
-os.environ["SWEEPER_PLUGINS"] = "sweeper.trainers.dummy:register"
+# The test-only `dummy` trainer is a plugin (sweeper.frameworks) that lives in
+# tests/support: every process a test starts (the CLI, Ray workers, Ray job drivers)
+# inherits the plugin variable and the repository root on its import path.
+REPO_ROOT = str(Path(__file__).resolve().parents[1])
+os.environ["SWEEPER_PLUGINS"] = "tests.support.dummy_trainer:register"
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [REPO_ROOT, *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
+)
 # A cluster the developer started with `sweeper cluster up` (recorded in ~/.sweeper) would
 # become every test sweep's default tracking store: tests see a $SWEEPER_HOME of their
 # own, empty unless a test starts a cluster there (children inherit it).

@@ -15,7 +15,7 @@ function is called once, on first use of the table, and registers its entries. E
 process that may run a trial must see the variable: local Ray's workers inherit the
 driver's environment; on a cluster it is set where each node's `ray start` runs (or in
 a job's runtime_env). The test suite registers its `dummy` trainer this way
-(`sweeper.trainers.dummy:register`); it is not shipped.
+(`tests.support.dummy_trainer:register`); it is not shipped.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from test_summarize_store import Trial, write_experiment
 from sweeper import record_names
 from sweeper.cli.main import main
 from sweeper.trainers.base import TrialJob
-from sweeper.trainers.dummy import _accuracy
+from tests.support.dummy_trainer import _accuracy
 
 pytestmark = pytest.mark.integration
 

@@ -25,7 +25,8 @@ from sweeper.trainers.events import read_events
 from sweeper.tune.trainable import event_points
 from tests.support.sweeps import runs_by_role, shared, sweeper_command
 
-TRAINER_MODULE = "sweeper.trainers.dummy"
+TRAINER_SCRIPT = "dummy_trainer.py"
+"""What a dummy trainer's command line holds (it runs as a script, by path)."""
 # Ray declares a node dead after failure_threshold missed health checks, 5 x 3 s by
 # default; the test cluster checks every second (set for every node's `ray start`).
 FAST_NODE_DEATH = {
@@ -78,7 +79,7 @@ def trainer_pids(folder: Path, among: set[int] | None = None) -> list[int]:
     found = []
     for pid in among if among is not None else _pids():
         line = _cmdline(pid)
-        if TRAINER_MODULE.encode() in line and folder.name.encode() in line:
+        if TRAINER_SCRIPT.encode() in line and folder.name.encode() in line:
             found.append(pid)
     return found
 

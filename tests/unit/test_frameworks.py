@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ from tests.support.specs import minimal_spec
 
 
 def test_builtins_and_the_test_plugin_are_registered() -> None:
-    # tests/conftest.py names sweeper.trainers.dummy:register in $SWEEPER_PLUGINS.
+    # tests/conftest.py names tests.support.dummy_trainer:register in $SWEEPER_PLUGINS.
     assert frameworks.names()[:2] == ["fairseq", "hf"]
     assert "dummy" in frameworks.names()
 
@@ -67,14 +68,18 @@ def test_the_trainer_says_what_a_reload_needs() -> None:
 
 def _run_with_plugins(value: str) -> subprocess.CompletedProcess[str]:
     code = "from sweeper import frameworks; print(frameworks.names())"
-    env = {"SWEEPER_PLUGINS": value, "PATH": "/usr/bin:/bin"}
+    env = {
+        "SWEEPER_PLUGINS": value,
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": os.environ["PYTHONPATH"],  # the repository root (tests/conftest.py)
+    }
     return subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
     )
 
 
 def test_a_plugin_named_in_the_environment_is_loaded_in_a_new_process() -> None:
-    done = _run_with_plugins("sweeper.trainers.dummy:register")
+    done = _run_with_plugins("tests.support.dummy_trainer:register")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "['fairseq', 'hf', 'dummy']"
     assert _run_with_plugins("").stdout.strip() == "['fairseq', 'hf']"

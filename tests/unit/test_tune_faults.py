@@ -7,9 +7,9 @@ import json
 import pytest
 
 from sweeper.trainers.base import TrialJob
-from sweeper.trainers.dummy import EXTRA_ENV, env_extra
 from sweeper.trainers.registry import get_trainer
 from sweeper.trainers.runner import TrainerError, run_trainer
+from tests.support.dummy_trainer import EXTRA_ENV, env_extra
 
 
 def test_env_extra_selects_trials_by_folder_name():

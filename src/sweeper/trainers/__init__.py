@@ -10,7 +10,6 @@ Shared by every framework:
   devices.py         the trial's device (NVML first; torch only where a GPU is)
   reload.py          a stored best checkpoint's test accuracy, measured again
   trial_pipeline.py  one trial end to end: shared inputs, shared initial weights, trainer
-  dummy.py           a trainer without a framework, registered by the tests as a plugin
 Per framework:
   fairseq/           fairseq-train and its fixes, checkpoints, the masked_lm pretraining
   hf/                transformers (classifier and causal LM), PEFT's LoRA

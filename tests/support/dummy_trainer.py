@@ -1,6 +1,6 @@
 """A trainer with no framework behind it, for tests of everything around trainers.
 
-It runs a real subprocess (`python -m sweeper.trainers.dummy JOB`) that emits the same
+It runs a real subprocess (`python tests/support/dummy_trainer.py JOB`) that emits the same
 metric events as the real trainers, writes a "checkpoint" per epoch, resumes from the
 last one, and can be told through `job.extra` to crash, hang or produce NaN, so the
 runner, retries and resume logic are tested quickly and deterministically.
@@ -23,8 +23,12 @@ a JSON object mapping a substring of the trial folder's name (e.g. `random-full-
 or `*` for every trial) to extra keys merged over `job.extra`. The variable reaches
 the child through the Ray worker's environment (local Ray inherits the driver's).
 
-Not shipped as a framework: the tests register it through `$SWEEPER_PLUGINS`
-(tests/conftest.py names `register` below), exactly as a third-party plugin would be.
+Not shipped: it lives with the tests and is registered through `$SWEEPER_PLUGINS`
+(tests/conftest.py names `tests.support.dummy_trainer:register` and puts the repository
+root on `$PYTHONPATH`), exactly as a third-party plugin would be. Every process a test
+starts inherits both, so the CLI, Ray workers (also those of `ray start` nodes) and Ray
+job drivers import it from here. Its child runs as a script by path and imports only
+`sweeper`, so it needs nothing on the path.
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ def register() -> None:
     """The `$SWEEPER_PLUGINS` hook: make `dummy` a framework (full and LoRA methods)."""
     from sweeper.frameworks import Framework, register
 
-    register(Framework("dummy", "sweeper.trainers.dummy:DummyTrainer", ("full", "lora")))
+    register(Framework("dummy", f"{__name__}:DummyTrainer", ("full", "lora")))
 
 
 class DummyTrainer:
@@ -58,8 +62,7 @@ class DummyTrainer:
     def command(self, job: TrialJob) -> list[str]:
         return [
             sys.executable,
-            "-m",
-            "sweeper.trainers.dummy",
+            str(Path(__file__).resolve()),
             str(Path(job.out_dir) / record_names.TRIAL_CONFIG_FILE),
         ]
 
