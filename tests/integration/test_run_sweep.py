@@ -103,7 +103,9 @@ def test_an_unreachable_tracking_server_exits_2_naming_it(tmp_path, tmp_path_fac
     done = run_sweeper("run", spec, "--tracking-uri", uri, timeout=60)
     elapsed = time.monotonic() - started
     assert done.returncode == 2
-    assert elapsed < 10
+    # Refused at once, not after MLflow's retry schedule (minutes); generous for slow,
+    # loaded machines.
+    assert elapsed < 30
     assert uri in done.stderr
     assert not (out / "ray").exists() and not (out / "trials").exists()
     assert runs_by_role(out, "noserver") == ([], [])  # nothing in the local store either
