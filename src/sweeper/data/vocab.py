@@ -30,8 +30,14 @@ def model_vocab_size(dict_entries: int) -> int:
     return len(FAIRSEQ_SPECIALS) + dict_entries + MASK_SYMBOLS
 
 
-def train_sentencepiece(lines: Iterable[str], vocab_size: int) -> bytes:
-    """Train a BPE sentencepiece model on `lines`; returns the serialized model.
+def train_sentencepiece(
+    lines: Iterable[str],
+    vocab_size: int,
+    model_type: str = "bpe",
+    character_coverage: float = 1.0,
+) -> bytes:
+    """Train a sentencepiece model (BPE unless `model_type` says otherwise) on `lines`;
+    returns the serialized model.
 
     `hard_vocab_limit=False` lets a small corpus yield fewer pieces than asked instead
     of failing; the dict (and so the model's vocab size) follows what was learned.
@@ -44,14 +50,30 @@ def train_sentencepiece(lines: Iterable[str], vocab_size: int) -> bytes:
         spm.SentencePieceTrainer.train(
             sentence_iterator=iter(list(lines)),
             model_writer=buffer,
-            model_type="bpe",
+            model_type=model_type,
             vocab_size=vocab_size,
             hard_vocab_limit=False,
-            character_coverage=1.0,
+            character_coverage=character_coverage,
             num_threads=1,
             logstream=quiet,
         )
     return buffer.getvalue()
+
+
+def preprocess_dictionary(processor: Any, lines: Iterable[str]) -> Any:
+    """fairseq's `Dictionary` of the encoded `lines`, built as `fairseq-preprocess`
+    builds it from `spm_encode` output: every piece counted (`add_symbol`, plus `</s>`
+    per line), then `finalize` with its defaults (no threshold, all words, entries
+    sorted by count and padded to a multiple of 8). `save` writes its `dict.txt`."""
+    from fairseq.data import Dictionary
+
+    dictionary = Dictionary()
+    for pieces in processor.encode(list(lines), out_type=str):
+        for piece in pieces:
+            dictionary.add_symbol(piece)
+        dictionary.add_symbol(dictionary.eos_word)
+    dictionary.finalize(threshold=-1, nwords=-1, padding_factor=8)
+    return dictionary
 
 
 def load_sentencepiece(path: Path) -> Any:
