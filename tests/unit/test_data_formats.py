@@ -303,7 +303,7 @@ def test_valid_label_unseen_in_train(tmp_path, capsys) -> None:
     write_table(tmp_path / "data/test.jsonl", "jsonl", rows)
     err = break_and_run(tmp_path, "jsonl", capsys)
     assert err.startswith(f"{tmp_path / 'data/test.jsonl'}:5: unknown label 'mitigé'")
-    assert "not a train label (data.labels: auto)" in err
+    assert "(data.labels: auto, so not a train label)" in err
 
 
 def test_undecodable_bytes_name_the_line(tmp_path, capsys) -> None:

@@ -54,11 +54,11 @@ def read_examples(spec: SweepSpec) -> tuple[dict[str, RawSplit], list[str]]:
         for i, label in enumerate(split.labels):
             if label not in index:
                 allowed = ", ".join(repr(name) for name in labels)
-                why = "not a train label (data.labels: auto)" if data.labels == "auto" else (
-                    "not in data.labels"
+                field = "data.labels" if data.labels != "auto" else (
+                    "data.labels: auto, so not a train label"
                 )
                 raise split.label_origin.error(
-                    i, f"unknown label {label!r}: {why}; the labels are {allowed}"
+                    i, f"unknown label {label!r}; expected one of {allowed} ({field})"
                 )
             classes.append(index[label])
         second = tuple(split.second) if split.second is not None else None
