@@ -113,6 +113,11 @@ def dataset(tmp_path: Path, fmt: str) -> Path:
     if fmt == "hf_disk":
         write_hf_disk(data / "ds", per_split)
         return write_spec(tmp_path, {"format": "hf_disk", "file": "ds"})
+    if fmt == "hf_disk_files":  # one Dataset folder per split
+        for split in SPLITS:
+            write_hf_disk(data / f"ds-{split}", None, per_split[split])
+        files = {split: f"ds-{split}" for split in SPLITS}
+        return write_spec(tmp_path, {"format": "hf_disk", "files": files})
     if fmt == "one_file":  # one CSV, the split in a column
         rows = [{**row, "split": split} for split in SPLITS for row in per_split[split]]
         write_table(data / "all.csv", "csv", rows)
@@ -127,7 +132,7 @@ def dataset(tmp_path: Path, fmt: str) -> Path:
     return write_spec(tmp_path, {"format": fmt, "files": files})
 
 
-FORMATS = ("jsonl", "csv", "tsv", "parquet", "hf_disk", "one_file", "hf_disk_one")
+FORMATS = ("jsonl", "csv", "tsv", "parquet", "hf_disk", "hf_disk_files", "one_file", "hf_disk_one")
 
 
 def test_every_format_reads_the_same_normalised_examples(tmp_path) -> None:

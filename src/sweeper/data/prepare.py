@@ -150,8 +150,11 @@ def content_hash(spec: SweepSpec, inputs: Inputs) -> str:
         add("sentencepiece", inputs.sentencepiece.read_bytes())
         add("dictionary", inputs.dictionary.read_bytes())
     else:
+        from sweeper.data.trained_vocab import TOKENIZER_VERSION
+
         assert spec.model.tokenizer is not None
-        add("tokenizer", json.dumps(spec.model.tokenizer.model_dump(mode="json")).encode())
+        settings = {"version": TOKENIZER_VERSION, **spec.model.tokenizer.model_dump(mode="json")}
+        add("tokenizer", json.dumps(settings, sort_keys=True).encode())
     if inputs.unlabeled is not None:
         add("unlabeled", str(inputs.unlabeled.name).encode())  # its name fixes its format
         add_path("unlabeled", inputs.unlabeled)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import os
+import sys
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -46,17 +47,22 @@ def train_sentencepiece(
     import sentencepiece as spm
 
     buffer = io.BytesIO()
+    settings: dict[str, Any] = {
+        "sentence_iterator": iter(list(lines)),
+        "model_writer": buffer,
+        "model_type": model_type,
+        "vocab_size": vocab_size,
+        "hard_vocab_limit": False,
+        "character_coverage": character_coverage,
+        "num_threads": 1,
+    }
+    try:
+        sys.stderr.fileno()  # sentencepiece silences its log by redirecting this descriptor
+    except (AttributeError, OSError, ValueError):  # a captured or notebook stderr: it logs
+        spm.SentencePieceTrainer.train(**settings)
+        return buffer.getvalue()
     with open(os.devnull, "w") as quiet:
-        spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(list(lines)),
-            model_writer=buffer,
-            model_type=model_type,
-            vocab_size=vocab_size,
-            hard_vocab_limit=False,
-            character_coverage=character_coverage,
-            num_threads=1,
-            logstream=quiet,
-        )
+        spm.SentencePieceTrainer.train(**settings, logstream=quiet)
     return buffer.getvalue()
 
 
