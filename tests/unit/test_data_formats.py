@@ -378,3 +378,25 @@ def test_table_spec_errors(tmp_path, capsys, data, words) -> None:
     spec = write_spec(tmp_path, data)
     assert main(["validate", str(spec)]) == 2
     assert words in capsys.readouterr().err
+
+
+def test_num_classes_defaults_to_an_explicit_label_list(tmp_path) -> None:
+    spec_path = dataset(tmp_path, "jsonl")
+    raw = yaml.safe_load(spec_path.read_text(encoding="utf-8"))
+    del raw["train"]
+    spec_path.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    listed = load_spec(spec_path, ['data.labels=["neutre", "négatif", "positif"]'])
+    assert listed.train.num_classes == 3
+    assert load_spec(spec_path, ["train.num_classes=5"]).train.num_classes == 5
+    assert load_spec(spec_path).train.num_classes == 2  # auto: known once the data is read
+
+
+def test_auto_labels_beyond_num_classes_stop_preflight(tmp_path) -> None:
+    from sweeper.engine.preflight import preflight
+
+    spec = load_spec(dataset(tmp_path, "jsonl"), ["train.num_classes=2"])
+    (problem,) = preflight(spec)
+    assert "train.num_classes is 2, but the labels have 3 classes" in problem
+    assert "set train.num_classes to at least 3" in problem
+    assert preflight(load_spec(dataset(tmp_path / "ok", "jsonl"))) == []
+    assert not (tmp_path / "out").exists()

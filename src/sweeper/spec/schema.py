@@ -361,7 +361,10 @@ class TrainConfig(Strict):
     """Gradient clipping norm; 0 disables it."""
     num_classes: int = Field(2, ge=2)
     """Outputs of the classifier head; at least the number of labels in the data (exit 2
-    before anything runs otherwise). Not used with `task: causal_lm`."""
+    before anything runs otherwise). Unset: the number of an explicit `data.labels` list
+    (2 for the default), and 2 with `data.labels: auto`, whose labels are only known once
+    the data is read: set it then for more than two classes. Not used with
+    `task: causal_lm`."""
     precision: Precision = "fp32"
     """Arithmetic of fine-tuning (not of the pretraining stage): `fp32`; `bf16` (CPUs with
     AVX-512 BF16 or AMX run it natively, older ones emulate it slowly; CUDA from Ampere
@@ -621,6 +624,19 @@ class SweepSpec(Strict):
                 "from grid.seed, or set search.allow_seed_overlap: true"
             )
         return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _classes_of_the_labels(cls, data: Any) -> Any:
+        """`train.num_classes` defaults to the length of an explicit `data.labels` list."""
+        if not isinstance(data, dict) or not isinstance(data.get("data"), dict):
+            return data
+        labels, train = data["data"].get("labels"), data.get("train", {})
+        if not isinstance(labels, list) or len(labels) <= 2 or not isinstance(train, dict):
+            return data
+        if "num_classes" in train:
+            return data
+        return {**data, "train": {**train, "num_classes": len(labels)}}
 
     @model_validator(mode="before")
     @classmethod
