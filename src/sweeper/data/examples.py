@@ -42,8 +42,10 @@ class LabeledRows:
 def read_examples(spec: SweepSpec) -> tuple[dict[str, RawSplit], list[str]]:
     """Every split as texts and class indices, and the labels (class k is `labels[k]`)."""
     data = spec.data
-    rows = {name: _split_rows(data, name) for name in SPLITS} if data.format == "lines" else (
-        _table_rows(data)
+    rows = (
+        {name: _split_rows(data, name) for name in SPLITS}
+        if data.format == "lines"
+        else (_table_rows(data))
     )
     labels = resolve_labels(data, rows)
     index = {label: k for k, label in enumerate(labels)}
@@ -54,8 +56,10 @@ def read_examples(spec: SweepSpec) -> tuple[dict[str, RawSplit], list[str]]:
         for i, label in enumerate(split.labels):
             if label not in index:
                 allowed = ", ".join(repr(name) for name in labels)
-                field = "data.labels" if data.labels != "auto" else (
-                    "data.labels: auto, so not a train label"
+                field = (
+                    "data.labels"
+                    if data.labels != "auto"
+                    else ("data.labels: auto, so not a train label")
                 )
                 raise split.label_origin.error(
                     i, f"unknown label {label!r}; expected one of {allowed} ({field})"
@@ -125,7 +129,9 @@ def _table_rows(data: DataConfig) -> dict[str, LabeledRows]:
         for split in SPLITS:
             table = read_table(data.dir / data.files[split], data.format)
             if isinstance(table, dict):
-                raise DataError("a DatasetDict; `files` needs one Dataset per split", table_path(data, split))
+                raise DataError(
+                    "a DatasetDict; `files` needs one Dataset per split", table_path(data, split)
+                )
             tables[split] = table
     else:
         assert data.file is not None

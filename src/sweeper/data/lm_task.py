@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sweeper.data.errors import DataError
+from sweeper.data.examples import read_unlabeled
 from sweeper.data.generate import ensure_generated
 from sweeper.data.prepare import PREPARED_DIR, SPLITS, content_hash, find_inputs
-from sweeper.data.examples import read_unlabeled
 from sweeper.data.rawtext import read_lines
 from sweeper.data.vocab import UNK, fairseq_ids, load_sentencepiece
 from sweeper.spec.schema import SweepSpec

@@ -59,7 +59,9 @@ def format_stats(stats: dict[str, Any]) -> str:
         f"entries + <mask>; max_positions {limit} ({fits})",
     ]
     if stats.get("labels"):
-        rows.append("classes: " + "  ".join(f"{k}={label}" for k, label in enumerate(stats["labels"])))
+        rows.append(
+            "classes: " + "  ".join(f"{k}={label}" for k, label in enumerate(stats["labels"]))
+        )
     rows.append(head)
     named = [(name, s) for name, s in stats["splits"].items()]
     named += [(f"pretrain/{name}", s) for name, s in (stats.get("pretrain") or {}).items()]

@@ -147,14 +147,16 @@ def _locate_json_fault(path: Path, raw: bytes) -> DataError | None:
         except ValueError as exc:
             return DataError(f"not valid JSON ({exc})", path, number)
         if not isinstance(row, dict):
-            return DataError(f"expected a JSON object per line, got {type(row).__name__}", path, number)
+            return DataError(
+                f"expected a JSON object per line, got {type(row).__name__}", path, number
+            )
         for key, value in row.items():
             kind = "text" if isinstance(value, str) else type(value).__name__
             first = kinds.setdefault(key, (kind, number))
             if value is not None and first[0] != kind and first[0] != "NoneType":
                 return DataError(
                     f"{key!r} is {kind} here but {first[0]} on line {first[1]}: a column needs "
-                    "one type (quote labels such as \"2\" everywhere, or nowhere)",
+                    'one type (quote labels such as "2" everywhere, or nowhere)',
                     path,
                     number,
                 )
@@ -177,7 +179,9 @@ def _read_csv(path: Path, delimiter: str) -> Table:
             convert_options=pc.ConvertOptions(column_types=strings, strings_can_be_null=False),
         )
     except pa.ArrowInvalid as exc:
-        raise DataError(f"not a readable {'CSV' if delimiter == ',' else 'TSV'} table ({exc})", path) from None
+        raise DataError(
+            f"not a readable {'CSV' if delimiter == ',' else 'TSV'} table ({exc})", path
+        ) from None
     if table.num_rows == 0:
         raise DataError("no rows after the header", path)
     return _from_arrow(path, table)

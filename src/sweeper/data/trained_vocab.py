@@ -112,8 +112,5 @@ def ensure_tokenizer(
                 raise  # not a concurrent run's identical copy
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    log(
-        f"tokenizer: {record['pieces']} pieces, dict.txt {record['dict_entries']} entries "
-        f"({key})"
-    )
+    log(f"tokenizer: {record['pieces']} pieces, dict.txt {record['dict_entries']} entries ({key})")
     return TrainedVocab(key, model, dictionary, cached=False)
