@@ -400,3 +400,43 @@ def test_auto_labels_beyond_num_classes_stop_preflight(tmp_path) -> None:
     assert "set train.num_classes to at least 3" in problem
     assert preflight(load_spec(dataset(tmp_path / "ok", "jsonl"))) == []
     assert not (tmp_path / "out").exists()
+
+
+def test_pairs_from_text2_field(tmp_path) -> None:
+    pytest.importorskip("fairseq")
+    data = tmp_path / "data"
+    data.mkdir()
+    for split in SPLITS:
+        rows = [{**row, "second": row["text"][::-1]} for row in examples(split)]
+        write_table(data / f"{split}.jsonl", "jsonl", rows)
+    files = {s: f"{s}.jsonl" for s in SPLITS}
+    spec_path = write_spec(tmp_path, {"format": "jsonl", "files": files, "text2_field": "second"})
+    spec = load_spec(spec_path)
+    raw, _ = read_examples(spec)
+    assert raw["valid"].texts2 == tuple(normalise(r["text"][::-1]) for r in examples("valid"))
+    prepared = prepare(spec, log=lambda _: None)
+    assert prepared.stats["pairs"] and (prepared.fairseq_dir / "input1" / "test.bin").is_file()
+
+
+def test_class_label_names_and_csv_cells_stay_text(tmp_path) -> None:
+    datasets = pytest.importorskip("datasets")
+    data = tmp_path / "data"
+    data.mkdir()
+    features = datasets.Features(
+        {"text": datasets.Value("string"), "label": datasets.ClassLabel(names=list(LABELS))}
+    )
+    parts = {
+        split: datasets.Dataset.from_dict(
+            {"text": [f"texte {i}" for i in range(6)], "label": [i % 3 for i in range(6)]},
+            features=features,
+        )
+        for split in SPLITS
+    }
+    datasets.DatasetDict(parts).save_to_disk(str(data / "ds"))
+    _, labels = read_examples(load_spec(write_spec(tmp_path, {"format": "hf_disk", "file": "ds"})))
+    assert labels == sorted(LABELS)
+    for split in SPLITS:
+        (data / f"{split}.csv").write_text("text,label\nun,01\ndeux,true\n", encoding="utf-8")
+    files = {s: f"{s}.csv" for s in SPLITS}
+    _, labels = read_examples(load_spec(write_spec(tmp_path, {"format": "csv", "files": files})))
+    assert labels == ["01", "true"]

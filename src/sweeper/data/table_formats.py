@@ -1,8 +1,9 @@
 """Reading tables of examples: JSON Lines, CSV, TSV, Parquet and `datasets` folders.
 
 Each format is read by its own library (`pyarrow.json`, `pyarrow.csv`, `pyarrow.parquet`,
-`datasets.load_from_disk`), imported inside the function that needs it, into a `Table`:
-columns of Python values plus where each row came from, so that every fault names its
+`datasets.load_from_disk`; a `ClassLabel` column is read as its names), imported inside
+the function that needs it, into a `Table`: columns of Python values (every CSV/TSV
+cell as text) plus where each row came from, so that every fault names its
 file and line (JSON Lines: the file line) or row (CSV/TSV, Parquet, `hf_disk`: data rows
 counted from 1, a CSV header not counted).
 
@@ -16,6 +17,7 @@ are stripped. A multi-line cell is then one line of tokens, identical for every 
 
 from __future__ import annotations
 
+import csv
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -169,9 +171,9 @@ def _read_csv(path: Path, delimiter: str) -> Table:
     import pyarrow as pa
     import pyarrow.csv as pc
 
-    with path.open("rb") as head:
-        header = head.readline().decode("utf-8").rstrip("\r\n").split(delimiter)
-    strings = {name.strip('"'): pa.string() for name in header}
+    with path.open("rb") as head:  # every column is text: "01" stays "01", "true" "true"
+        line = head.readline().decode("utf-8").removeprefix("\ufeff").rstrip("\r\n")
+    strings = {name: pa.string() for name in next(csv.reader([line], delimiter=delimiter))}
     try:
         table = pc.read_csv(
             path,
@@ -213,4 +215,13 @@ def _read_hf_disk(path: Path) -> Table | dict[str, Table]:
 
 
 def _hf_table(path: Path, dataset: Any) -> Table:
-    return _from_arrow(path, dataset.with_format("arrow")[:])
+    """A Dataset's rows; a `ClassLabel` column gives each row's label name, not its int."""
+    import datasets
+
+    table = _from_arrow(path, dataset.with_format("arrow")[:])
+    for name, feature in dataset.features.items():
+        if isinstance(feature, datasets.ClassLabel):
+            table.columns[name] = [
+                None if v is None else feature.int2str(v) for v in table.columns[name]
+            ]
+    return table
