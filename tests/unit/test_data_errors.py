@@ -173,3 +173,10 @@ def test_prepare_help_teaches_usage(capsys) -> None:
     out = capsys.readouterr().out
     assert "sweeper prepare sweeps/demo.yaml" in out and "cached: <path>" in out
     assert (REPO / "sweeps/demo.yaml").is_file()
+
+
+def test_an_empty_review_line_names_its_line(tmp_path) -> None:
+    spec = write_files_spec(tmp_path)
+    (tmp_path / "data/test.review").write_text("un livre .\n \t\nle style .\n", encoding="utf-8")
+    message = prepare_error(spec)
+    assert message == f"{tmp_path / 'data/test.review'}:2: empty text"

@@ -97,10 +97,10 @@ def _split_rows(data: DataConfig, split: str) -> LabeledRows:
     text_path = Path(f"{stem}.{data.text_suffix}")
     label_path = Path(f"{stem}.{data.label_suffix}")
     lines = read_lines(text_path, f"{split} text file")
-    texts = Table(text_path, {"text": lines}, lines=list(range(1, len(lines) + 1)))
-    values = texts.texts("text", "text_suffix")
+    texts = Table.of_lines(text_path, lines)
+    values = texts.texts("line", "text_suffix")
     label_lines = read_lines(label_path, "label file")
-    origin = Table(label_path, {"label": label_lines}, lines=list(range(1, len(label_lines) + 1)))
+    origin = Table.of_lines(label_path, label_lines)
     if len(label_lines) != len(lines):
         raise DataError(
             f"{len(lines)} lines, but {label_path} has {len(label_lines)}; "
@@ -117,9 +117,8 @@ def _split_rows(data: DataConfig, split: str) -> LabeledRows:
                 "of pairs must have one line per example",
                 text2_path,
             )
-        table2 = Table(text2_path, {"text": lines2}, lines=list(range(1, len(lines2) + 1)))
-        second = table2.texts("text", "text2_suffix")
-    return LabeledRows(split, texts, values, second, origin.labels("label", "label_suffix"), origin)
+        second = Table.of_lines(text2_path, lines2).texts("line", "text2_suffix")
+    return LabeledRows(split, texts, values, second, origin.labels("line", "label_suffix"), origin)
 
 
 def _table_rows(data: DataConfig) -> dict[str, LabeledRows]:

@@ -45,6 +45,16 @@ class Table:
     columns: dict[str, list[Any]]
     lines: list[int] | None = None
     rows: list[int] | None = None
+    line_file: bool = False
+    """A line file's one column (`format: lines`): messages name no column."""
+
+    @classmethod
+    def of_lines(cls, path: Path, lines: list[str]) -> Table:
+        """The lines of a line file as a one-column table, each row located at its line."""
+        return cls(path, {"line": lines}, lines=list(range(1, len(lines) + 1)), line_file=True)
+
+    def _in(self, name: str) -> str:
+        return "" if self.line_file else f" in column {name!r}"
 
     def __len__(self) -> int:
         return len(next(iter(self.columns.values()), []))
@@ -72,7 +82,7 @@ class Table:
                 raise self.error(index, f"{name!r} is {type(value).__name__} {value!r}, not text")
             text = normalise(value or "")
             if not text:
-                raise self.error(index, f"empty text in column {name!r}")
+                raise self.error(index, f"empty text{self._in(name)}")
             texts.append(text)
         return texts
 
@@ -82,7 +92,7 @@ class Table:
         for index, value in enumerate(self.column(name, field)):
             label = "" if value is None else str(value).strip()
             if not label:
-                raise self.error(index, f"empty label in column {name!r}")
+                raise self.error(index, f"empty label{self._in(name)}")
             labels.append(label)
         return labels
 
