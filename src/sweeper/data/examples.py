@@ -126,21 +126,15 @@ def _table_rows(data: DataConfig) -> dict[str, LabeledRows]:
     if data.files is not None:
         tables = {}
         for split in SPLITS:
-            table = read_table(data.dir / data.files[split], data.format)
+            path = data.dir / data.files[split]
+            table = read_table(path, data.format)
             if isinstance(table, dict):
-                raise DataError(
-                    "a DatasetDict; `files` needs one Dataset per split", table_path(data, split)
-                )
+                raise DataError("a DatasetDict; `files` needs one Dataset per split", path)
             tables[split] = table
     else:
         assert data.file is not None
         tables = _split_by_column(data, read_table(data.dir / data.file, data.format))
     return {split: _labeled(data, split, table) for split, table in tables.items()}
-
-
-def table_path(data: DataConfig, split: str) -> Path:
-    assert data.files is not None
-    return data.dir / data.files[split]
 
 
 def _split_by_column(data: DataConfig, table: Table | dict[str, Table]) -> dict[str, Table]:
