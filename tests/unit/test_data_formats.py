@@ -338,7 +338,7 @@ def test_a_column_of_mixed_json_types_names_the_line(tmp_path, capsys) -> None:
     rows[5]["label"] = 7
     write_table(path, "jsonl", rows)
     err = break_and_run(tmp_path, "jsonl", capsys)
-    assert err.startswith(f"{path}:6: 'label' is int here but text on line 1")
+    assert err.startswith(f"{path}:6: 'label' is number here but text on line 1")
 
 
 def test_data_error_row_format() -> None:

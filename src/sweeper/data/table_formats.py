@@ -163,7 +163,7 @@ def _locate_json_fault(path: Path, raw: bytes) -> DataError | None:
                 f"expected a JSON object per line, got {type(row).__name__}", path, number
             )
         for key, value in row.items():
-            kind = "text" if isinstance(value, str) else type(value).__name__
+            kind = _json_kind(value)
             first = kinds.setdefault(key, (kind, number))
             if value is not None and first[0] != kind and first[0] != "NoneType":
                 return DataError(
@@ -175,6 +175,15 @@ def _locate_json_fault(path: Path, raw: bytes) -> DataError | None:
             if first[0] == "NoneType":
                 kinds[key] = (kind, number)
     return None
+
+
+def _json_kind(value: Any) -> str:
+    """What pyarrow infers a JSON value as (integers and floats share a number column)."""
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return "number"
+    return type(value).__name__
 
 
 def _read_csv(path: Path, delimiter: str) -> Table:
