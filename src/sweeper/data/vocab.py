@@ -98,7 +98,11 @@ def load_sentencepiece(path: Path) -> Any:
 
 def dict_entries_from_sentencepiece(processor: Any, lines: Iterable[str]) -> list[tuple[str, int]]:
     """fairseq dict entries for every normal piece, in the model's order, with the
-    piece's count in `lines` (fairseq keeps counts; they do not affect ids)."""
+    piece's count in `lines` (fairseq keeps counts; they do not affect ids).
+
+    The demo corpus's dict only (`generate.py`): its ids, and so every published demo
+    number, are fixed by this order. A tokenizer trained from a user's data gets the dict
+    `fairseq-preprocess` would build (`preprocess_dictionary`), like the lab's files."""
     counts: Counter[str] = Counter()
     for pieces in processor.encode(list(lines), out_type=str):
         counts.update(pieces)
