@@ -98,6 +98,8 @@ def test_summarize_metric_macro_f1_builds_tables_and_comparisons_on_it():
     assert by_accuracy.selection == ACCURACY
     assert {t.best_step for t in by_accuracy.trials} == {30}
     assert by_f1.selection == ACCURACY.on("macro_f1")
+    assert any("the trainers stored the ones valid_accuracy picks" in n for n in by_f1.notes)
+    assert not any("--metric" in n for n in by_accuracy.notes)
     assert {t.best_step for t in by_f1.trials} == {20}
     row = next(t for t in by_f1.trials if t.run_id == "random1")
     assert (row.best_valid, row.test_value) == (55.5, 52.5)

@@ -119,7 +119,13 @@ def _summarize(
     if selection is None:
         selection = Selection.from_json(next((p.select for p in parents if p.select), None))
     if metric is not None:
-        selection = selection.on(metric)
+        stored, selection = selection, selection.on(metric)
+        if selection.metric != stored.metric:
+            notes.append(
+                f"best checkpoints picked by {selection.metric} (--metric); the trainers "
+                f"stored the ones {stored.metric} picks (the sweep's select:), which is "
+                "what --evaluate re-measures"
+            )
     candidates, not_counted = screen(trial_runs)
     not_counted += other_inputs
     histories = source.histories([r.run_id for r in candidates], history_keys(selection))

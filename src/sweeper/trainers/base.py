@@ -151,5 +151,7 @@ class Trainer(Protocol):
 
     def test_accuracy(self, job: TrialJob, checkpoint: Path) -> float:
         """Test accuracy (%) of a best checkpoint reloaded from `checkpoint`, the folder
-        its artifact was downloaded to (`sweeper summarize --evaluate`)."""
+        its artifact was downloaded to (`sweeper summarize --evaluate`). A trainer that
+        measures more (macro-F1, a causal LM's metrics) also has `test_metrics(job,
+        checkpoint) -> {logged test name: value}`."""
         ...

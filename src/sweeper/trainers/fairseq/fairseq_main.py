@@ -89,7 +89,9 @@ def exact_accuracy() -> None:
     (`--best-checkpoint-metric accuracy`) reads that derived value. Sum meters are part
     of fairseq's checkpointed metric state, so a resumed run keeps them; the derived
     meter is not saved and is re-added by the next step. Criteria without `ncorrect`
-    (regression heads, masked_lm) are left as they are.
+    (regression heads, masked_lm) are left as they are. Validation and test batches
+    also bring per-class counts (`class_counts`), logged the same way with a derived
+    `macro_f1` (`--best-checkpoint-metric macro_f1` reads it).
     """
     from fairseq.criterions.sentence_prediction import SentencePredictionCriterion
     from fairseq.logging import metrics
