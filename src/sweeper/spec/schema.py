@@ -505,13 +505,17 @@ class SearchConfig(Strict):
 class SelectConfig(Strict):
     """How each trial's best checkpoint is picked, and what the summary reports there.
     Names are logged metric names: `valid_<m>` / `test_<m>` for a measurement `m` the
-    task's trainers make (classification: loss, accuracy)."""
+    task's trainers make (classification: loss, accuracy, macro_f1)."""
 
     metric: str = "valid_accuracy"
     """The validation metric whose best step is the trial's best checkpoint (ties: the
-    earliest step); it is also what Table 1 shows as "Valid"."""
+    earliest step); it is also what Table 1 shows as "Valid". Both classification
+    trainers keep that checkpoint as their stored best. `valid_macro_f1`: the mean of
+    per-class F1 in percent, over the classes in the split's labels or predictions
+    (scikit-learn's `f1_score(average="macro")`), for unbalanced or multi-class data."""
     mode: Literal["max", "min"] | None = None
-    """`max` or `min`; unset: the metric's own direction (accuracy max, loss min)."""
+    """`max` or `min`; unset: the metric's own direction (accuracy and macro-F1 max,
+    loss min)."""
     report: list[str] = Field(default_factory=lambda: ["test_accuracy"], min_length=1)
     """Test metrics read at the best checkpoint. The first is the one Table 2, the
     comparisons, figures and `--evaluate` are about; the others get a Table 1 column

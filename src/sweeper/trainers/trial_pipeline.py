@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from sweeper.record_names import TASK_CAUSAL_LM
+from sweeper.record_names import METRIC_VALID_ACC, TASK_CAUSAL_LM
 from sweeper.spec.schema import SweepSpec
 from sweeper.trainers.base import Trainer, TrialJob
 from sweeper.trainers.devices import detect_device
@@ -143,7 +144,18 @@ def build_job(
         out_dir=str(out_dir),
         threads=threads,
         device=detect_device(),
+        extra=select_extra(spec),
     )
+
+
+def select_extra(spec: SweepSpec) -> dict[str, Any]:
+    """`{"select": {...}}` for a classification spec whose `select:` picks on another
+    metric or direction than the highest accuracy (`TrialJob.selected`); empty
+    otherwise, so a default sweep's trial.json is unchanged."""
+    metric, mode = spec.select.metric, spec.select.direction()
+    if (metric, mode) == (METRIC_VALID_ACC, "max"):
+        return {}
+    return {"select": {"metric": metric, "mode": mode}}
 
 
 def run_trial(
