@@ -8,9 +8,12 @@ Metric event (one JSON object per line in `events.jsonl`, see `sweeper.trainers.
   {"step": 225, "epoch": 1.0, "split": "valid", "loss": 0.61, "accuracy": 71.5,
    "lr": 9.4e-05, "wall_time": 12.3}
 `split` is `train`, `valid` or `test`; accuracy is a percentage (0-100) as in the lab's
-tables, null for `train`; step is the number of optimizer updates so far. A causal-LM
-trainer's evaluations add `"metrics": {"perplexity": ..., "exact_match": ...}` (absent
-from a classifier's lines), logged as `valid_<name>` / `test_<name>`.
+tables, null for `train`; step is the number of optimizer updates so far. Evaluations
+may add `"metrics": {name: value}`, logged as `valid_<name>` / `test_<name>`: a
+classifier's `macro_f1` and per-class `precision_class<c>`, `recall_class<c>`,
+`f1_class<c>` (percent, class c = position in `data.labels`, every class that occurs
+in the split's labels or predictions; `sweeper.trainers.metrics`); a causal LM's
+`perplexity` and `exact_match`.
 
 MLflow layout:
   experiment  = the sweep name (or spec.tracking.experiment)
@@ -94,6 +97,8 @@ METRIC_VALID_LOSS = "valid_loss"
 METRIC_VALID_ACC = "valid_accuracy"
 METRIC_TEST_LOSS = "test_loss"
 METRIC_TEST_ACC = "test_accuracy"
+METRIC_VALID_MACRO_F1 = "valid_macro_f1"
+METRIC_TEST_MACRO_F1 = "test_macro_f1"
 METRIC_EPOCH = "epoch"
 METRIC_WALL_TIME = "wall_time"  # seconds since the trial started, at that step
 METRIC_NAMES = (
@@ -103,6 +108,8 @@ METRIC_NAMES = (
     METRIC_VALID_ACC,
     METRIC_TEST_LOSS,
     METRIC_TEST_ACC,
+    METRIC_VALID_MACRO_F1,
+    METRIC_TEST_MACRO_F1,
     METRIC_EPOCH,
     METRIC_WALL_TIME,
 )
@@ -122,19 +129,27 @@ BEST_METRIC_NAMES = (
 """A classification sweep's best-checkpoint metrics; a spec with another `select:`
 names its own (`sweeper.selection.Selection.best_names`), all starting `best_`."""
 METRIC_BEST_PREFIX = "best_"
+METRIC_BEST_VALID_MACRO_F1 = "best_valid_macro_f1"
+METRIC_BEST_TEST_MACRO_F1 = "best_test_macro_f1"
+HEADLINE_METRICS = (METRIC_VALID_ACC, METRIC_TEST_ACC, METRIC_VALID_MACRO_F1, METRIC_TEST_MACRO_F1)
+"""Also logged at the best checkpoint (`best_` + name) whatever the selection, when the
+trial measured them (`selection.best_metrics`): a classifier's runs table shows
+accuracy and macro-F1 of the checkpoint Table 1 describes side by side. Per-class
+values are logged at every evaluation, not as `best_` metrics."""
 
 # What each task's trainers measure at every validation point: metric event fields
 # (`loss`, `accuracy`) or entries of an event's `metrics`, logged as `valid_<name>` and
-# `test_<name>`. Accuracy and exact match are percentages (0-100), higher is better;
-# loss and perplexity are better lower.
+# `test_<name>`. Accuracy, macro-F1 and exact match are percentages (0-100), higher is
+# better; loss and perplexity are better lower. Per-class values are measured too but
+# are no selection or report metric (their set depends on the data).
 TASK_CLASSIFICATION = "classification"
 TASK_CAUSAL_LM = "causal_lm"
 TASK_METRICS = {
-    TASK_CLASSIFICATION: ("loss", "accuracy"),
+    TASK_CLASSIFICATION: ("loss", "accuracy", "macro_f1"),
     TASK_CAUSAL_LM: ("loss", "perplexity", "exact_match"),
 }
-HIGHER_IS_BETTER = frozenset({"accuracy", "exact_match"})
-PERCENT_METRICS = frozenset({"accuracy", "exact_match"})
+HIGHER_IS_BETTER = frozenset({"accuracy", "macro_f1", "exact_match"})
+PERCENT_METRICS = frozenset({"accuracy", "macro_f1", "exact_match"})
 TAG_SELECT = "sweeper.select"
 """Sweep runs whose spec sets `select:`: its JSON, for `summarize --experiment` (no spec)."""
 TAG_SEQUENTIAL_PLAN = "sweeper.sequential_plan"

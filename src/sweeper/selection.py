@@ -84,8 +84,21 @@ class Selection:
     def is_default(self) -> bool:
         return self == ACCURACY
 
+    def on(self, name: str) -> Selection:
+        """This selection aimed at measurement `name` (`macro_f1`, or `valid_macro_f1`):
+        best checkpoint by `valid_<name>` in the metric's own direction, `test_<name>`
+        reported first, then this selection's other reported metrics (`summarize
+        --metric`). `ACCURACY.on("accuracy")` is `ACCURACY`."""
+        base = base_name(name)
+        test = f"test_{base}"
+        return Selection(
+            f"valid_{base}", metric_mode(base), (test, *(r for r in self.report if r != test))
+        )
+
     def best_names(self) -> tuple[str, ...]:
-        """The best-checkpoint metrics a finished trial run carries, in logging order."""
+        """The best-checkpoint metrics a finished trial run carries, in logging order
+        (and, where the trial measured them, `best_` + `record_names.HEADLINE_METRICS`
+        not named here, logged before the step: `best_metrics`)."""
         return (
             *(record_names.METRIC_BEST_PREFIX + name for name in (self.metric, *self.report)),
             record_names.METRIC_BEST_STEP,
@@ -124,14 +137,19 @@ def best_metrics(
     step: int,
     epoch: float | None,
     selection: Selection = ACCURACY,
+    measured: Mapping[str, float | None] | None = None,
 ) -> dict[str, float]:
     """A best point as the best-checkpoint metrics a trial run carries
     (`Selection.best_names`: what a finished trial logs, and what the summariser adds to
     a run that lacks them): the selection metric's value, each reported test metric
-    (`tests`, by logged name), step and epoch; values that are not known are left out."""
+    (`tests`, by logged name), then `record_names.HEADLINE_METRICS` found in `measured`
+    (every value at the best step, by logged name), step and epoch; values that are not
+    known are left out."""
     prefix = record_names.METRIC_BEST_PREFIX
     values: dict[str, float | None] = {prefix + selection.metric: valid}
     values.update({prefix + name: tests.get(name) for name in selection.report})
+    for name in record_names.HEADLINE_METRICS:
+        values.setdefault(prefix + name, (measured or {}).get(name))
     values[record_names.METRIC_BEST_STEP] = step
     values[record_names.METRIC_BEST_EPOCH] = epoch
     return {key: float(value) for key, value in values.items() if value is not None}

@@ -138,6 +138,23 @@ def _spec_text(c: Case, text: str) -> None:
     _write(c.spec_file, text)
 
 
+def _as_jsonl(c: Case, split: str, number: int, row: dict[str, Any]) -> None:
+    """The case's splits as JSON Lines (`labels: auto`), row `number` of `split` replaced."""
+    import json
+
+    for name in ("train", "valid", "test"):
+        texts = (c.data / f"{name}.review").read_text(encoding="utf-8").splitlines()
+        labels = (c.data / f"{name}.label").read_text(encoding="utf-8").splitlines()
+        rows = [{"text": t, "label": lab} for t, lab in zip(texts, labels, strict=True)]
+        if name == split:
+            rows[number - 1] = row
+        lines = "".join(json.dumps(r) + "\n" for r in rows)
+        (c.data / f"{name}.jsonl").write_text(lines, encoding="utf-8")
+    c.set("data.format", "jsonl")
+    c.set("data.files", {name: f"{name}.jsonl" for name in ("train", "valid", "test")})
+    c.set("data.labels", "auto")
+
+
 def _torch_save(obj: Any, path: Path) -> None:
     import torch
 
@@ -170,6 +187,12 @@ CASES: list[tuple[str, str, Mutate, list[str]]] = [
     ("unknown label", "line 3 of train.label is `maybe`",
      lambda c: _edit_line(c.data / "train.label", 3, "maybe"),
      ["train.label:3", "unknown label 'maybe'", "expected one of"]),
+    ("table label unseen in train", "labels: auto; test.jsonl line 2 has a label train lacks",
+     lambda c: _as_jsonl(c, "test", 2, {"text": "un livre", "label": "maybe"}),
+     ["test.jsonl:2", "unknown label 'maybe'", "not a train label"]),
+    ("table column missing", "line 4 of valid.jsonl has `review` instead of `text`",
+     lambda c: _as_jsonl(c, "valid", 4, {"review": "un livre", "label": "1"}),
+     ["valid.jsonl:4", "empty text in column 'text'"]),
     ("misaligned lines", "test.review has one line more than test.label",
      lambda c: _write(c.data / "test.review", (c.data / "test.review").read_text() + "extra\n"),
      ["test.review", "11 lines", "has 10"]),

@@ -238,6 +238,7 @@ def test_sentence_prediction_logs_counts_and_exact_accuracy(monkeypatch) -> None
     assert agg.get_smoothed_values()["accuracy"] == 82.4
 
     monkeypatch.setattr(SentencePredictionCriterion, "reduce_metrics", own)
+    monkeypatch.setattr(SentencePredictionCriterion, "forward", SentencePredictionCriterion.forward)
     exact_accuracy()
     with metrics.aggregate(new_root=True) as agg:
         SentencePredictionCriterion.reduce_metrics([batch(100, 120)])
@@ -250,6 +251,79 @@ def test_sentence_prediction_logs_counts_and_exact_accuracy(monkeypatch) -> None
     with metrics.aggregate(new_root=True) as agg:  # a regression head counts nothing
         SentencePredictionCriterion.reduce_metrics([regression])
     assert "accuracy" not in agg.get_smoothed_values()
+
+
+class _TinyClassifier:
+    """What sentence_prediction's `forward` asks of a model: a classification head whose
+    output is the logits (here: the one-hot "tokens" times a fixed matrix)."""
+
+    def __init__(self, torch, logits_of_token) -> None:
+        head = torch.nn.Linear(logits_of_token.size(0), logits_of_token.size(1), bias=False)
+        head.weight.data = logits_of_token.t().clone()
+        self.classification_heads = torch.nn.ModuleDict({"sentence_classification_head": head})
+        self.training = False
+        self.torch = torch
+
+    def __call__(self, src_tokens, features_only, classification_head_name):
+        one_hot = self.torch.nn.functional.one_hot(src_tokens[:, 0], 4).float()
+        return self.classification_heads[classification_head_name](one_hot), None
+
+    def get_targets(self, sample, net_output):
+        return sample["target"]
+
+
+def test_sentence_prediction_logs_class_counts_and_exact_macro_f1(monkeypatch) -> None:
+    """Two validation batches of a 3-class head: per-class TP/FP/FN are summed over the
+    subset and `macro_f1` is `macro_f1_percent` of those sums, the value
+    `--best-checkpoint-metric macro_f1` reads; training batches count nothing."""
+    import torch
+    from fairseq.criterions.sentence_prediction import SentencePredictionCriterion
+    from fairseq.logging import metrics
+
+    from sweeper.trainers.fairseq.fairseq_main import CLASS_COUNTS, exact_accuracy
+    from sweeper.trainers.metrics import ClassCounts, macro_f1_percent
+
+    for name in ("forward", "reduce_metrics"):
+        monkeypatch.setattr(
+            SentencePredictionCriterion, name, SentencePredictionCriterion.__dict__[name]
+        )
+    exact_accuracy()
+    cfg = SimpleNamespace(
+        classification_head_name="sentence_classification_head", regression_target=False,
+        report_mcc=False, report_acc_and_f1=False, report_pearson_and_spearman=False,
+    )  # fmt: skip
+    criterion = SentencePredictionCriterion(cfg, SimpleNamespace(label_dictionary=None))
+    # token t is predicted as class PREDICTED[t]; class 2 is never predicted
+    predicted = [0, 1, 1, 0]
+    model = _TinyClassifier(torch, torch.eye(3)[predicted] * 5)
+
+    def sample(tokens: list[int], targets: list[int]) -> dict:
+        src = torch.tensor([[t, 2] for t in tokens])
+        return {
+            "net_input": {"src_tokens": src},
+            "target": torch.tensor(targets),
+            "ntokens": 2 * len(tokens),
+        }
+
+    batches = [sample([0, 1, 2, 3], [0, 1, 2, 2]), sample([1, 0, 3], [1, 2, 0])]
+    outputs = [criterion(model, b)[2] for b in batches]
+    expected = ClassCounts.of(
+        [predicted[t] for t in [0, 1, 2, 3, 1, 0, 3]], [0, 1, 2, 2, 1, 2, 0], 3
+    )
+    assert expected.present() == [0, 1, 2] and expected.fp[2] == expected.tp[2] == 0
+    assert outputs[0][CLASS_COUNTS].tolist() == [[1, 1, 0], [1, 1, 0], [0, 0, 2]]
+    with metrics.aggregate(new_root=True) as agg:
+        for output in outputs:
+            SentencePredictionCriterion.reduce_metrics([output])
+    values = agg.get_smoothed_values()
+    counts = ClassCounts.from_rows(
+        *([values[f"{k}_c{c}"] for c in range(3)] for k in ("tp", "fp", "fn"))
+    )
+    assert counts == expected
+    assert values["macro_f1"] == macro_f1_percent(expected)
+    assert values["accuracy"] == accuracy_percent(expected.correct(), 7)
+    model.training = True
+    assert CLASS_COUNTS not in criterion(model, batches[0])[2]
 
 
 def test_integers_are_logged_whole(monkeypatch) -> None:

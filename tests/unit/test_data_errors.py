@@ -12,7 +12,7 @@ import pytest
 
 from sweeper.cli.main import main
 from sweeper.data import DataError, prepare
-from sweeper.data.rawtext import read_split
+from sweeper.data.examples import read_examples
 from sweeper.data.vocab import check_dict
 from sweeper.spec.load import load_spec
 
@@ -139,12 +139,15 @@ def test_well_formed_dict_with_overwrite_flag(tmp_path) -> None:
     assert check_dict(path) == ["▁a", "▁b", "has space"]
 
 
-def test_read_split_accepts_crlf_and_keeps_unicode_line_separators(tmp_path) -> None:
-    text, label = tmp_path / "t.review", tmp_path / "t.label"
-    text.write_bytes("un\u2028livre\r\nsuperbe\r\n".encode())
-    label.write_bytes(b"1\r\n0 \r\n")
-    split = read_split("train", text, label, ["0", "1"])
-    assert split.texts == ("un\u2028livre", "superbe") and split.labels == (1, 0)
+def test_lines_accept_crlf_and_never_split_on_unicode_line_separators(tmp_path) -> None:
+    """U+2028 inside a review does not start a new line (text and labels stay aligned);
+    like every whitespace run, the normalisation rule makes it one space."""
+    spec = write_files_spec(tmp_path)
+    (tmp_path / "data/train.review").write_bytes("un\u2028livre\r\nsuperbe\r\n".encode())
+    (tmp_path / "data/train.label").write_bytes(b"1\r\n0 \r\n")
+    raw, labels = read_examples(load_spec(spec))
+    assert raw["train"].texts == ("un livre", "superbe") and raw["train"].labels == (1, 0)
+    assert labels == ["0", "1"]
 
 
 def test_cli_reports_error_and_exits_2(tmp_path, capsys) -> None:
@@ -170,3 +173,10 @@ def test_prepare_help_teaches_usage(capsys) -> None:
     out = capsys.readouterr().out
     assert "sweeper prepare sweeps/demo.yaml" in out and "cached: <path>" in out
     assert (REPO / "sweeps/demo.yaml").is_file()
+
+
+def test_an_empty_review_line_names_its_line(tmp_path) -> None:
+    spec = write_files_spec(tmp_path)
+    (tmp_path / "data/test.review").write_text("un livre .\n \t\nle style .\n", encoding="utf-8")
+    message = prepare_error(spec)
+    assert message == f"{tmp_path / 'data/test.review'}:2: empty text"

@@ -8,6 +8,7 @@ import dataclasses
 import math
 import sys
 import zipfile
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -16,8 +17,8 @@ from sweeper.spec.schema import ArchConfig, TrainConfig
 from sweeper.trainers.base import TrialJob, write_param_counts
 from sweeper.trainers.fairseq.fairseq_checkpoints import BEST, LAST
 from sweeper.trainers.fairseq.fairseq_main import _save_dir, repair_last_checkpoint
-from sweeper.trainers.fairseq.fairseq_trainer import FairseqTrainer, parse_log_line
-from sweeper.trainers.metrics import accuracy_percent
+from sweeper.trainers.fairseq.fairseq_trainer import FairseqTrainer, counts_from, parse_log_line
+from sweeper.trainers.metrics import ClassCounts, accuracy_percent, macro_f1_percent
 from sweeper.trainers.registry import get_trainer
 
 LN2 = math.log(2)
@@ -50,6 +51,16 @@ VALID_187 = (
     '"valid_wps": "0", "valid_wpb": "2100.3", "valid_bsz": "62.3", "valid_num_updates": "10"}\n'
 )
 """154 of 187 right: fairseq's own criterion would have logged "82.4" (round=1)."""
+VALID_3_CLASSES = (
+    '2026-11-26 12:24:37 | INFO | valid | {"epoch": 1, "valid_loss": "1.561", "valid_nll_loss": '
+    '"0.044", "valid_correct": "9", "valid_total": "20", "valid_tp_c0": "0", "valid_tp_c1": "9", '
+    '"valid_tp_c2": "0", "valid_fp_c0": "0", "valid_fp_c1": "11", "valid_fp_c2": "0", '
+    '"valid_fn_c0": "5", "valid_fn_c1": "0", "valid_fn_c2": "6", "valid_accuracy": "45", '
+    '"valid_macro_f1": "20.6897", "valid_wps": "0", "valid_wpb": "711", "valid_bsz": "20", '
+    '"valid_num_updates": "10"}\n'
+)
+"""A 3-class trial's validation line as the child wrote it: the head predicts class 1
+only (F1 18/29), classes 0 and 2 occur but are never predicted (F1 0)."""
 EPOCH_AVERAGE = (
     '2026-11-22 04:29:55 | INFO | train | {"epoch": 1, "train_loss": "1.003", "train_nll_loss": '
     '"0.065", "train_correct": "904", "train_total": "1800", "train_accuracy": "50.2", '
@@ -274,6 +285,59 @@ def test_accuracy_is_computed_from_the_counts_exactly() -> None:
     assert event.accuracy != 82.4 and event.accuracy != 82.3529
     shown_as_rounded = VALID_187.replace('"82.3529"', '"82.4"')
     assert parse_log_line(shown_as_rounded, 1.0)[0].accuracy == 100.0 * 154 / 187
+
+
+def test_macro_f1_and_per_class_values_come_from_the_class_counts() -> None:
+    """Macro-F1 is `macro_f1_percent` of the line's TP/FP/FN, bit for bit, never
+    fairseq's six-digit display value; per-class values for every class that occurs."""
+    (event,) = parse_log_line(VALID_3_CLASSES, 1.0)
+    counts = ClassCounts((0, 9, 0), (0, 11, 0), (5, 0, 6))
+    assert event.accuracy == accuracy_percent(9, 20)
+    assert event.value("macro_f1") == macro_f1_percent(counts) == float(100 * Fraction(18, 29) / 3)
+    assert event.value("macro_f1") != 20.6897
+    assert event.value("f1_class1") == float(100 * Fraction(18, 29))
+    assert (event.value("precision_class1"), event.value("recall_class1")) == (45.0, 100.0)
+    assert event.value("f1_class0") == event.value("f1_class2") == 0.0
+    assert sorted(event.metrics or {}) == sorted(
+        ["macro_f1"] + [f"{k}_class{c}" for k in ("precision", "recall", "f1") for c in range(3)]
+    )
+    test = VALID_3_CLASSES.replace("| valid |", "| test |").replace('"valid_', '"test_')
+    assert parse_log_line(test, 1.0)[0].metrics == event.metrics
+
+
+def test_a_line_without_class_counts_has_no_macro_f1() -> None:
+    """fairseq's own `macro_f1` display value, or a class with a missing count, is
+    never read: the counts must all be there."""
+    (event,) = parse_log_line(VALID, 1.0)
+    assert event.metrics is None
+    partial = VALID_3_CLASSES.replace('"valid_fn_c0": "5", ', "")
+    assert parse_log_line(partial, 1.0)[0].metrics is None
+
+
+def test_class_counts_are_read_in_class_order() -> None:
+    stats = {"valid_tp_c0": "3", "valid_fp_c0": "1", "valid_fn_c0": "0"}
+    stats |= {"valid_tp_c1": "1234567", "valid_fp_c1": "0", "valid_fn_c1": "2"}
+    assert counts_from(stats, "valid_") == ClassCounts((3, 1234567), (1, 0), (0, 2))
+    assert counts_from({}, "valid_") is None
+
+
+@pytest.mark.parametrize(
+    ("select", "flags", "maximize"),
+    [
+        (None, ["--best-checkpoint-metric", "accuracy"], True),
+        (
+            {"metric": "valid_macro_f1", "mode": "max"},
+            ["--best-checkpoint-metric", "macro_f1"],
+            True,
+        ),
+        ({"metric": "valid_loss", "mode": "min"}, ["--best-checkpoint-metric", "loss"], False),
+    ],
+)
+def test_best_checkpoint_follows_the_selection(tmp_path: Path, select, flags, maximize) -> None:
+    job = make_job(tmp_path, extra={"select": select} if select else {})
+    args = FairseqTrainer().command(job)
+    assert flag(args, flags[0]) == flags[1]
+    assert ("--maximize-best-checkpoint-metric" in args) is maximize
 
 
 def test_counts_of_a_million_or_more_are_read_whole() -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,7 @@ from sweeper.trainers.hf.hf_data import (  # noqa: E402
 from sweeper.trainers.hf.hf_main import (  # noqa: E402
     FairseqRecipeTrainer,
     check_data,
+    class_metrics,
     precision_switches,
     prune_checkpoints,
     resume_point,
@@ -70,7 +73,40 @@ def test_accuracy_is_a_percentage_of_argmax_predictions():
     logits = torch.tensor([[0.1, 0.9], [2.0, -1.0], [0.0, 3.0], [1.0, 0.0]])
     predictions = argmax_logits(logits, torch.zeros(4))
     prediction = type("P", (), {"predictions": predictions.numpy(), "label_ids": [1, 0, 0, 0]})
-    assert compute_accuracy(prediction) == {"accuracy": 75.0}
+    measured = compute_accuracy(prediction)
+    assert measured["accuracy"] == 75.0
+    # class 0: TP 2, FN 1 (predicted 1); class 1: TP 1, FP 1
+    assert measured["macro_f1"] == float(100 * (Fraction(4, 5) + Fraction(2, 3)) / 2)
+    assert (measured["precision_class0"], measured["recall_class0"]) == (100.0, 100 * 2 / 3)
+    assert (measured["precision_class1"], measured["recall_class1"]) == (50.0, 100.0)
+    assert sorted(measured) == sorted(
+        ["accuracy", "macro_f1"]
+        + [f"{k}_class{c}" for k in ("precision", "recall", "f1") for c in (0, 1)]
+    )
+
+
+def test_evaluation_events_carry_macro_f1_and_per_class_values():
+    """transformers' eval metrics of one split become the event's `metrics`."""
+    logged = {
+        "eval_valid_loss": 0.5,
+        "eval_valid_accuracy": 75.0,
+        "eval_valid_macro_f1": 73.3,
+        "eval_valid_f1_class2": 50.0,
+        "eval_valid_runtime": 0.1,
+        "eval_test_macro_f1": 1.0,
+    }
+    assert class_metrics(logged, "eval_valid_") == {"macro_f1": 73.3, "f1_class2": 50.0}
+
+
+def test_the_best_checkpoint_follows_the_job_selection(tmp_path):
+    assert training_arguments(_job(tmp_path)).metric_for_best_model == "eval_valid_accuracy"
+    job = dataclasses.replace(
+        _job(tmp_path), extra={"select": {"metric": "valid_macro_f1", "mode": "max"}}
+    )
+    args = training_arguments(job)
+    assert (args.metric_for_best_model, args.greater_is_better) == ("eval_valid_macro_f1", True)
+    job = dataclasses.replace(job, extra={"select": {"metric": "valid_loss", "mode": "min"}})
+    assert training_arguments(job).greater_is_better is False
 
 
 def test_accuracy_is_the_shared_float_of_the_counts():
@@ -85,7 +121,7 @@ def test_accuracy_is_the_shared_float_of_the_counts():
     predictions = labels.copy()
     predictions[:33] = 1 - predictions[:33]  # 33 wrong, 154 right
     prediction = type("P", (), {"predictions": predictions, "label_ids": labels})
-    (value,) = compute_accuracy(prediction).values()
+    value = compute_accuracy(prediction)["accuracy"]
     assert value == accuracy_percent(154, 187) == 100.0 * 154 / 187
     assert value != float((predictions == labels).mean() * 100.0)
 

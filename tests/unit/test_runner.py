@@ -176,7 +176,7 @@ def test_timeout_is_the_trials_own(tmp_path, monkeypatch):
 def test_num_classes_must_hold_every_label(tmp_path, asked, ok):
     from sweeper.data.errors import DataError
     from sweeper.spec.load import validate_mapping
-    from sweeper.trainers.trial_pipeline import _check_classes
+    from sweeper.trainers.trial_pipeline import check_classes
     from tests.support.specs import minimal_spec
 
     raw = minimal_spec()
@@ -185,10 +185,10 @@ def test_num_classes_must_hold_every_label(tmp_path, asked, ok):
         raw["grid"] = {"params": {"train.num_classes": [asked, 2]}}
     spec = validate_mapping(raw, "s.yaml", tmp_path)
     if ok:
-        _check_classes(spec, ("neg", "pos"))
+        check_classes(spec, ("neg", "pos"))
     else:
         with pytest.raises(DataError, match=r"train.num_classes is 1, but the labels have 2"):
-            _check_classes(spec, ("neg", "pos"))
+            check_classes(spec, ("neg", "pos"))
 
 
 def test_a_niced_trainer_runs_at_lower_priority(tmp_path):

@@ -262,8 +262,14 @@ def test_yaml_is_safe_loaded(write_spec, tmp_path):
 @pytest.mark.parametrize(
     ("select", "words"),
     [
-        ({"metric": "valid_f1"}, "the validation metrics that exist: valid_loss, valid_accuracy"),
-        ({"report": ["test_bleu"]}, "the test metrics that exist: test_loss, test_accuracy"),
+        (
+            {"metric": "valid_f1"},
+            "the validation metrics that exist: valid_loss, valid_accuracy, valid_macro_f1",
+        ),
+        (
+            {"report": ["test_bleu"]},
+            "the test metrics that exist: test_loss, test_accuracy, test_macro_f1",
+        ),
     ],
 )
 def test_a_select_metric_no_trainer_reports_exits_2_naming_those_that_exist(
@@ -284,3 +290,25 @@ def test_select_mode_defaults_to_the_metric_direction(write_spec):
     assert (loss.metric, loss.mode, loss.report) == ("valid_loss", "min", ("test_accuracy",))
     forced = load_spec(path, ["select={metric: valid_loss, mode: max}"]).select
     assert Selection.of(forced).mode == "max"
+
+
+def test_a_sweep_may_select_and_report_macro_f1(write_spec, tmp_path):
+    """Macro-F1 is a classification measurement, best when highest; the trainers are
+    told to keep their best checkpoint by it (`TrialJob.selected`)."""
+    from sweeper.selection import Selection
+    from sweeper.trainers.base import TrialJob
+    from sweeper.trainers.trial_pipeline import select_extra
+
+    path = write_spec(minimal_spec())
+    spec = load_spec(path, ["select={metric: valid_macro_f1, report: [test_macro_f1]}"])
+    assert Selection.of(spec.select) == Selection("valid_macro_f1", "max", ("test_macro_f1",))
+    extra = select_extra(spec)
+    assert extra == {"select": {"metric": "valid_macro_f1", "mode": "max"}}
+    job = TrialJob(
+        framework="hf", seed=1, init="random", method="full", train={}, lora=None, arch={},
+        num_classes=3, num_train=1, fairseq_data="", hf_data="", init_checkpoint="",
+        out_dir=str(tmp_path), extra=extra,
+    )  # fmt: skip
+    assert job.selected == ("macro_f1", "max")
+    assert select_extra(load_spec(path)) == {}  # a default sweep's trial.json is unchanged
+    assert TrialJob(**{**job.__dict__, "extra": {}}).selected == ("accuracy", "max")

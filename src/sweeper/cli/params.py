@@ -133,6 +133,11 @@ def _vocab_size(
     if spec is None:
         fail("give --vocab-size (embedding rows: 4 specials + dict entries + <mask>)")
     path = spec.model.dictionary
+    if path is None:
+        fail(
+            f"{args.spec}: model.arch.vocab_size is not set and the dictionary is trained "
+            "from the data (model.tokenizer): set model.arch.vocab_size, or pass --vocab-size N"
+        )
     if not path.is_file():
         fail(
             f"{args.spec}: model.arch.vocab_size is not set and the dictionary {path} "

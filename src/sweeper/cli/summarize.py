@@ -27,12 +27,20 @@ Only runs that finished (MLflow status and sweeper.status tag) count, one per tr
 key (the earliest-started). Accuracies are percentages. Groups of fewer than 3 runs
 are flagged; with n = 1 std and CIs read "n/a".
 
+The metric is the spec's `select:` (default: best checkpoint by valid_accuracy, test
+accuracy reported). --metric NAME builds everything on another measurement instead:
+`--metric macro_f1` picks each trial's best checkpoint by valid_macro_f1 and reports
+test_macro_f1 (macro-F1 in %, the mean of per-class F1 over the classes present), the
+sweep's other reported metrics beside it. The trainers store the checkpoint the
+sweep's own `select:` picks, so --evaluate checks a --metric summary only when both
+pick on the same metric.
+
 With --evaluate, each counted trial's best checkpoint is downloaded from MLflow,
 reloaded with its framework (fairseq's hub interface, transformers / PEFT
 from_pretrained) and run on the prepared test split again; any trial whose re-measured
-accuracy (or exact match) is not exactly the recorded one is reported (both come from
-counts through one function; a loss or perplexity may differ by 0.01). This needs
-the trials' prepared data on this machine and loads torch, so it takes a while.
+accuracy (or macro-F1, exact match) is not exactly the recorded one is reported (both
+come from counts through one function; a loss or perplexity may differ by 0.01). This
+needs the trials' prepared data on this machine and loads torch, so it takes a while.
 
 --format latex prints Table 1, Table 2 and the comparisons as booktabs tables with the
 results paragraph: a fragment to paste into a paper (needs \\usepackage{booktabs,graphicx}).
@@ -52,6 +60,7 @@ examples:
   sweeper summarize sweeps/roberta.yaml --format markdown > results.md
   sweeper summarize sweeps/roberta.yaml --format latex --no-log > results.tex
   sweeper summarize sweeps/demo.yaml --evaluate
+  sweeper summarize sweeps/demo.yaml --metric macro_f1
   MLFLOW_TRACKING_URI=http://127.0.0.1:5000 sweeper summarize --experiment roberta \\
       --format json --no-log | jq '.groups[] | {group, mean, std}'
 
@@ -141,9 +150,18 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
         "epsilon_min < 0.5 means A tends to score higher (slow: seconds per comparison)",
     )
     parser.add_argument(
+        "--metric",
+        metavar="NAME",
+        help="the measurement the tables, comparisons and figures are about, e.g. "
+        "macro_f1: each trial's best checkpoint by valid_NAME (its own direction), "
+        "test_NAME reported first, the sweep's other reported metrics beside it "
+        "(default: the spec's select:, else what the sweep recorded)",
+    )
+    parser.add_argument(
         "--evaluate",
         action="store_true",
-        help="re-measure test accuracy from each trial's stored best checkpoint and report "
+        help="re-measure the reported test metric (accuracy, macro-F1, ...) from each "
+        "trial's stored best checkpoint and report "
         "mismatches with the recorded value (loads the frameworks; needs the prepared data)",
     )
     parser.add_argument(
@@ -161,6 +179,7 @@ def run(args: argparse.Namespace) -> int:
     if not 0.0 < args.alpha < 1.0:
         fail(f"--alpha must lie between 0 and 1, got {args.alpha}")
     experiment, uri, sweep, inputs, selection, margin = _resolve(args)
+    metric = _metric(args)
     try:
         summary = summarize(
             experiment,
@@ -171,6 +190,7 @@ def run(args: argparse.Namespace) -> int:
             inputs=inputs,
             selection=selection,
             margin=margin,
+            metric=metric,
         )
     except SummarizeError as exc:
         fail(str(exc))
@@ -218,6 +238,24 @@ def _evaluate(summary: Summary, fmt: str) -> list[Evaluation]:
     stream = sys.stderr if fmt in ("csv", "json", "latex") else sys.stdout
     print("\n" + to_markdown(evaluations, metric), file=stream, end="", flush=True)
     return evaluations
+
+
+def _metric(args: argparse.Namespace) -> str | None:
+    """`--metric` as a measurement name (`macro_f1`; `valid_`/`test_` dropped); exit 2
+    for one no trainer of the task measures (`record_names.TASK_METRICS`)."""
+    if args.metric is None:
+        return None
+    from sweeper import record_names
+    from sweeper.selection import base_name
+
+    name = base_name(args.metric)
+    if args.spec is not None:
+        known = record_names.TASK_METRICS[load_or_exit(args.spec, args.overrides).task]
+    else:
+        known = tuple(dict.fromkeys(m for ms in record_names.TASK_METRICS.values() for m in ms))
+    if name not in known:
+        fail(f"--metric {args.metric}: no trainer measures it; one of {', '.join(known)}")
+    return name
 
 
 def _resolve(

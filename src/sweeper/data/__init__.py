@@ -1,5 +1,8 @@
 """Data preparation: raw splits -> sentencepiece -> fairseq ids -> fairseq + HF datasets.
 
+The labeled splits come as line files or as tables (JSON Lines, CSV, TSV, Parquet,
+`datasets` folders); the vocabulary is given as files or trained from the data.
+
 Public API (stable; trainers and the sweep engine build on it):
 
   prepare(spec, log=print, force=False) -> PreparedData   generate (demo) + prepare, cached
@@ -8,7 +11,12 @@ Public API (stable; trainers and the sweep engine build on it):
 
   prepare.py      `prepare(spec)`: raw splits -> one encoding -> both datasets, cached
   prepared.py     `PreparedData`: the handle on a prepared folder
-  rawtext.py      reading the raw splits: one text per line, one label per line, aligned
+  examples.py     a spec's examples in any format: texts, class indices (`labels: auto`),
+                  the unlabeled corpus; every check, located, before anything is written
+  table_formats.py  JSON Lines / CSV / TSV / Parquet / `hf_disk` tables, one text rule
+  rawtext.py      line files (`format: lines`, `.txt` corpora) and the split every format
+                  is read into
+  trained_vocab.py  `model.tokenizer.train`: sentencepiece + fairseq dict, cached by content
   vocab.py        the shared vocabulary: a sentencepiece model plus fairseq's `dict.txt`
   encode.py       text -> token ids, once, for both frameworks
   binarize.py     writing encoded splits where each framework reads them

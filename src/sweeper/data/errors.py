@@ -10,16 +10,29 @@ from pathlib import Path
 
 
 class DataError(Exception):
-    """Input data that cannot be prepared; `str()` reads `FILE:LINE: message`.
+    """Input data that cannot be prepared; `str()` reads `FILE:LINE: message`, or
+    `FILE:row N: message` for a table row without a line of its own (CSV, Parquet).
 
     The CLI prints it as `error: ...` and exits 2, before anything is written.
     """
 
-    def __init__(self, message: str, path: Path | str | None = None, line: int | None = None):
+    def __init__(
+        self,
+        message: str,
+        path: Path | str | None = None,
+        line: int | None = None,
+        row: int | None = None,
+    ):
         self.message = message
         self.path = None if path is None else Path(path)
         self.line = line
+        self.row = row
         where = ""
         if self.path is not None:
-            where = f"{self.path}:{line}: " if line is not None else f"{self.path}: "
+            if line is not None:
+                where = f"{self.path}:{line}: "
+            elif row is not None:
+                where = f"{self.path}:row {row}: "
+            else:
+                where = f"{self.path}: "
         super().__init__(f"{where}{message}")

@@ -15,20 +15,19 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sweeper.data.demo_corpus import generate_corpus, write_corpus, write_lines
+from sweeper.data.examples import UNLABELED_FILE
 from sweeper.data.vocab import dict_entries_from_sentencepiece, train_sentencepiece, write_dict
 from sweeper.spec.schema import SweepSpec
 
 GENERATOR_VERSION = 2
 """Bump when the generator's output changes for the same settings."""
 STAMP_FILE = ".sweeper-generated.json"
-UNLABELED_FILE = "unlabeled.txt"
-"""The pretraining corpus inside `data.dir` (generated or supplied)."""
 
 
 def generate_settings(spec: SweepSpec) -> dict:
     """Everything the generated files depend on, as JSON-able values."""
     data = spec.data
-    assert data.generate is not None
+    assert data.generate is not None and data.labels != "auto"
     return {
         "version": GENERATOR_VERSION,
         "generate": data.generate.model_dump(mode="json"),
@@ -76,6 +75,8 @@ def ensure_generated(spec: SweepSpec, log: Callable[[str], None] = print) -> boo
     """
     data, cfg = spec.data, spec.data.generate
     assert cfg is not None, "source: generated needs a generate block (the schema enforces it)"
+    assert spec.model.sentencepiece is not None and spec.model.dictionary is not None
+    assert data.labels != "auto", "source: generated has explicit labels (the schema enforces it)"
     if is_generated(spec):
         log(f"demo corpus up to date: {data.dir}")
         return False

@@ -27,9 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sweeper.data.errors import DataError
+from sweeper.data.examples import read_unlabeled
 from sweeper.data.generate import ensure_generated
 from sweeper.data.prepare import PREPARED_DIR, SPLITS, content_hash, find_inputs
-from sweeper.data.rawtext import read_corpus, read_lines
+from sweeper.data.rawtext import read_lines
 from sweeper.data.vocab import UNK, fairseq_ids, load_sentencepiece
 from sweeper.spec.schema import SweepSpec
 
@@ -84,10 +85,12 @@ def prepare_lm(spec: SweepSpec, log: Log = print) -> LMData:
         ]
         _write_jsonl(tmp / f"{split}.jsonl", _fit(rows, spec.model.arch.max_positions))
         counts[split] = len(rows)
-    if inputs.unlabeled is not None:
-        rows = [{"ids": ids} for ids in encode(read_corpus(inputs.unlabeled))]
+    unlabeled = read_unlabeled(spec) if spec.model.pretrain is not None else None
+    if unlabeled is not None:
+        rows = [{"ids": ids} for ids in encode(unlabeled)]
         (tmp / PRETRAIN_FILE).parent.mkdir()
         _write_jsonl(tmp / PRETRAIN_FILE, rows)
+    assert spec.model.dictionary is not None  # causal_lm: the schema requires the files
     vocab_size = len(fairseq_ids(spec.model.dictionary))
     meta = {"vocab_size": vocab_size, "num_train": counts["train"], "splits": counts}
     (tmp / META_FILE).write_text(json.dumps(meta) + "\n", encoding="utf-8")
@@ -100,6 +103,7 @@ def prepare_lm(spec: SweepSpec, log: Log = print) -> LMData:
 
 
 def _encoder(spec: SweepSpec) -> Callable[[Sequence[str]], list[list[int]]]:
+    assert spec.model.sentencepiece is not None and spec.model.dictionary is not None
     processor = load_sentencepiece(spec.model.sentencepiece)
     index = fairseq_ids(spec.model.dictionary)
 

@@ -3,8 +3,9 @@
 Preparation runs once per sweep, not per trial, and every trial of every framework
 reads its output, which is what makes "same inputs across frameworks" hold. The output
 folder is `output_dir/prepared/<hash>`, the hash covering every input byte that can
-change an id (split files, sentencepiece model, dict, labels, max_positions, the
-unlabeled corpus when pretraining) plus the format version. Same inputs -> same folder
+change an id (split files or tables and how they are read, sentencepiece model and
+dict or the settings of the tokenizer trained from the data, labels, max_positions,
+the unlabeled corpus when one is read) plus the format version. Same inputs -> same folder
 -> nothing to do; any change -> a new folder, never a stale one.
 
 The folder is built under a temporary name and renamed at the end, so a failure (bad
@@ -26,14 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from sweeper.data.errors import DataError
-from sweeper.data.generate import STAMP_FILE, UNLABELED_FILE, ensure_generated
+from sweeper.data.examples import SPLITS, unlabeled_path
+from sweeper.data.generate import STAMP_FILE, ensure_generated
 from sweeper.data.prepared import MANIFEST_FILE, STATS_FILE, PreparedData
 from sweeper.spec.schema import SweepSpec
 
-PREPARE_VERSION = 1
+PREPARE_VERSION = 2
 """Bump when the prepared format changes, so old caches are not reused."""
 PREPARED_DIR = "prepared"
-SPLITS = ("train", "valid", "test")
 PRETRAIN_VALID_FRACTION = 0.05
 PRETRAIN_VALID_MAX = 500
 """masked_lm validation only tracks the loss; a few hundred sentences are enough."""
@@ -43,7 +44,7 @@ Log = Callable[[str], None]
 
 @dataclass(frozen=True)
 class SplitFiles:
-    """One split's raw files."""
+    """One split's raw files (`format: lines`)."""
 
     text: Path
     label: Path
@@ -56,63 +57,107 @@ class Inputs:
     """The files one preparation reads, checked to exist."""
 
     splits: dict[str, SplitFiles]
-    sentencepiece: Path
-    dictionary: Path
+    """`format: lines`: each split's files; empty for a table format (see `tables`)."""
+    sentencepiece: Path | None
+    """None (with `dictionary`): trained from the data (`model.tokenizer.train`)."""
+    dictionary: Path | None
     unlabeled: Path | None
+    tables: tuple[Path, ...] = ()
+    """A table format's files (or `hf_disk` folders), in `data.files` split order."""
 
 
 def find_inputs(spec: SweepSpec) -> Inputs:
     """Locate every input file; a missing one is a DataError naming it and its field."""
     data = spec.data
     splits = {}
+    tables: tuple[Path, ...] = ()
     for split in SPLITS:
         if split not in data.splits:
             raise DataError(f"data.splits has no {split!r} split; expected train, valid and test")
-        stem = data.splits[split]
-        files = SplitFiles(
-            data.dir / f"{stem}.{data.text_suffix}",
-            data.dir / f"{stem}.{data.label_suffix}",
-            data.dir / f"{stem}.{data.text2_suffix}" if data.text2_suffix else None,
-        )
-        for path in (files.text, files.label, files.text2):
-            if path is not None and not path.is_file():
-                raise DataError(f"{split} split file not found (data.dir, data.splits)", path)
-        splits[split] = files
-    model = spec.model
-    if not model.sentencepiece.is_file():
-        raise DataError("sentencepiece model not found (model.sentencepiece)", model.sentencepiece)
-    if not model.dictionary.is_file():
-        raise DataError("fairseq dictionary not found (model.dictionary)", model.dictionary)
-    unlabeled = None
-    if model.pretrain is not None:
-        unlabeled = data.dir / UNLABELED_FILE
-        if not unlabeled.is_file():
-            raise DataError(
-                "model.pretrain needs the unlabeled corpus, one sentence per line", unlabeled
+    if data.format == "lines":
+        for split in SPLITS:
+            stem = data.splits[split]
+            files = SplitFiles(
+                data.dir / f"{stem}.{data.text_suffix}",
+                data.dir / f"{stem}.{data.label_suffix}",
+                data.dir / f"{stem}.{data.text2_suffix}" if data.text2_suffix else None,
             )
-    return Inputs(splits, model.sentencepiece, model.dictionary, unlabeled)
+            for path in (files.text, files.label, files.text2):
+                if path is not None and not path.is_file():
+                    raise DataError(f"{split} split file not found (data.dir, data.splits)", path)
+            splits[split] = files
+    else:
+        names = [data.files[s] for s in SPLITS] if data.files is not None else [data.file]
+        tables = tuple(data.dir / str(name) for name in names)
+        for path in tables:
+            if not (path.is_dir() if data.format == "hf_disk" else path.is_file()):
+                field = "data.files" if data.files is not None else "data.file"
+                raise DataError(f"{data.format} data not found ({field}, data.dir)", path)
+    model = spec.model
+    if model.tokenizer is None:
+        assert model.sentencepiece is not None and model.dictionary is not None
+        if not model.sentencepiece.is_file():
+            raise DataError(
+                "sentencepiece model not found (model.sentencepiece)", model.sentencepiece
+            )
+        if not model.dictionary.is_file():
+            raise DataError("fairseq dictionary not found (model.dictionary)", model.dictionary)
+    unlabeled = unlabeled_path(spec)
+    if unlabeled is not None and not unlabeled.exists():
+        needs = "model.pretrain needs" if model.pretrain is not None else "data.unlabeled names"
+        raise DataError(
+            f"{needs} the unlabeled corpus (data.unlabeled; by default unlabeled.txt, one "
+            "sentence per line), which is not there",
+            unlabeled,
+        )
+    return Inputs(splits, model.sentencepiece, model.dictionary, unlabeled, tables)
 
 
 def content_hash(spec: SweepSpec, inputs: Inputs) -> str:
-    """16 hex digits over every byte and setting that can change a prepared id."""
+    """16 hex digits over every byte and setting that can change a prepared id. A
+    trained tokenizer enters through its settings: its files are a function of them
+    and of the text hashed here already."""
+    from sweeper.hashing import tree_sha256
+
     digest = hashlib.sha256()
 
     def add(tag: str, payload: bytes) -> None:
         digest.update(f"{tag}:{len(payload)}:".encode())
         digest.update(payload)
 
+    def add_path(tag: str, path: Path) -> None:
+        add(tag, tree_sha256(path).encode() if path.is_dir() else path.read_bytes())
+
+    data = spec.data
     add("version", str(PREPARE_VERSION).encode())
-    add("labels", json.dumps(list(spec.data.labels)).encode())
+    add("labels", json.dumps(data.labels if data.labels == "auto" else list(data.labels)).encode())
     add("max_positions", str(spec.model.arch.max_positions).encode())
     for split, files in sorted(inputs.splits.items()):
         add(f"{split}.text", files.text.read_bytes())
         add(f"{split}.label", files.label.read_bytes())
         if files.text2 is not None:  # only then: a single-text hash has no text2 part
             add(f"{split}.text2", files.text2.read_bytes())
-    add("sentencepiece", inputs.sentencepiece.read_bytes())
-    add("dictionary", inputs.dictionary.read_bytes())
+    if inputs.tables:  # only then: a `lines` hash has no table part
+        fields = data.model_dump(
+            mode="json",
+            include={"format", "files", "file", "split_field", "text_field", "text2_field",
+                     "label_field", "splits"},
+        )  # fmt: skip
+        add("table", json.dumps(fields, sort_keys=True).encode())
+        for number, path in enumerate(inputs.tables):
+            add_path(f"table{number}", path)
+    if inputs.sentencepiece is not None and inputs.dictionary is not None:
+        add("sentencepiece", inputs.sentencepiece.read_bytes())
+        add("dictionary", inputs.dictionary.read_bytes())
+    else:
+        from sweeper.data.trained_vocab import TOKENIZER_VERSION
+
+        assert spec.model.tokenizer is not None
+        settings = {"version": TOKENIZER_VERSION, **spec.model.tokenizer.model_dump(mode="json")}
+        add("tokenizer", json.dumps(settings, sort_keys=True).encode())
     if inputs.unlabeled is not None:
-        add("unlabeled", inputs.unlabeled.read_bytes())
+        add("unlabeled", str(inputs.unlabeled.name).encode())  # its name fixes its format
+        add_path("unlabeled", inputs.unlabeled)
     return digest.hexdigest()[:16]
 
 
@@ -120,7 +165,8 @@ def prepare(spec: SweepSpec, log: Log = print, force: bool = False) -> PreparedD
     """Generate the demo corpus if asked, then encode and binarize the data, cached.
 
     Raises DataError (naming file and line) on bad input, before writing anything
-    under `output_dir/prepared`. `force` rebuilds even when a cached folder exists.
+    under `output_dir/prepared` (or training a tokenizer). `force` rebuilds even when
+    a cached folder exists (a trained tokenizer stays cached).
     """
     from sweeper.data.split_stats import format_stats
 
@@ -134,7 +180,10 @@ def prepare(spec: SweepSpec, log: Log = print, force: bool = False) -> PreparedD
         shutil.rmtree(root)
     if (root / MANIFEST_FILE).is_file():
         prepared = PreparedData.load(root)
-        check_vocab_size(spec, prepared.vocab_size, inputs.dictionary)
+        manifest = json.loads((root / MANIFEST_FILE).read_text(encoding="utf-8"))
+        check_vocab_size(spec, prepared.vocab_size, Path(manifest["dictionary"]))
+        if manifest.get("tokenizer"):
+            log(f"tokenizer: cache hit {manifest['tokenizer']} ({manifest['sentencepiece']})")
         log(f"cached: {root}")
         log(format_stats(prepared.stats))
         return prepared
@@ -165,21 +214,29 @@ def build(spec: SweepSpec, inputs: Inputs, root: Path, log: Log) -> PreparedData
         write_sentence_prediction,
     )
     from sweeper.data.encode import Encoder
-    from sweeper.data.rawtext import read_corpus, read_split
+    from sweeper.data.examples import read_examples, read_unlabeled
     from sweeper.data.split_stats import split_stats
     from sweeper.data.vocab import load_fairseq_dict, load_sentencepiece, model_vocab_size
 
-    labels = list(spec.data.labels)
-    raw = {
-        name: read_split(name, files.text, files.label, labels, files.text2)
-        for name, files in inputs.splits.items()
-    }
-    unlabeled = read_corpus(inputs.unlabeled) if inputs.unlabeled is not None else None
-    processor = load_sentencepiece(inputs.sentencepiece)
-    dictionary = load_fairseq_dict(inputs.dictionary)
+    raw, labels = read_examples(spec)
+    unlabeled = read_unlabeled(spec)
+    if unlabeled is not None and len(unlabeled) < 2:
+        raise DataError("needs at least 2 non-empty sentences", inputs.unlabeled)
+    sentencepiece, dictionary_path, tokenizer = inputs.sentencepiece, inputs.dictionary, None
+    if sentencepiece is None or dictionary_path is None:
+        from sweeper.data.trained_vocab import ensure_tokenizer
+
+        trained = ensure_tokenizer(spec, raw, unlabeled, log)
+        sentencepiece, dictionary_path, tokenizer = (
+            trained.sentencepiece,
+            trained.dictionary,
+            trained.hash,
+        )
+    processor = load_sentencepiece(sentencepiece)
+    dictionary = load_fairseq_dict(dictionary_path)
     dict_entries = len(dictionary) - dictionary.nspecial
     vocab_size = model_vocab_size(dict_entries)
-    check_vocab_size(spec, vocab_size, inputs.dictionary)
+    check_vocab_size(spec, vocab_size, dictionary_path)
 
     log(f"encoding {', '.join(f'{n} ({len(s.texts)})' for n, s in raw.items())}")
     encoder = Encoder(processor, dictionary, spec.model.arch.max_positions)
@@ -193,12 +250,12 @@ def build(spec: SweepSpec, inputs: Inputs, root: Path, log: Log) -> PreparedData
         "num_classes": len(labels),
         "labels": labels,
         "max_positions": spec.model.arch.max_positions,
-        "pairs": spec.data.text2_suffix is not None,
+        "pairs": raw["train"].texts2 is not None,
         "splits": {split.name: split_stats(split, labels) for split in encoded},
         "pretrain": None,
     }
     pretrain = None
-    if unlabeled is not None:
+    if unlabeled is not None and spec.model.pretrain is not None:
         n_valid = max(1, min(PRETRAIN_VALID_MAX, round(len(unlabeled) * PRETRAIN_VALID_FRACTION)))
         if len(unlabeled) <= n_valid:
             raise DataError("needs at least 2 non-empty sentences", inputs.unlabeled)
@@ -217,19 +274,18 @@ def build(spec: SweepSpec, inputs: Inputs, root: Path, log: Log) -> PreparedData
         "labels": labels,
         "max_positions": spec.model.arch.max_positions,
         "has_pretrain": pretrain is not None,
-        "sentencepiece": str(inputs.sentencepiece),
-        "dictionary": str(inputs.dictionary),
+        "sentencepiece": str(sentencepiece),
+        "dictionary": str(dictionary_path),
+        "tokenizer": tokenizer,
     }
     tmp = root.with_name(f".{root.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         fairseq_dir = tmp / "fairseq"
         log(f"binarizing for fairseq -> {root / 'fairseq'}")
-        write_sentence_prediction(fairseq_dir, encoded, inputs.dictionary, labels, len(dictionary))
+        write_sentence_prediction(fairseq_dir, encoded, dictionary_path, labels, len(dictionary))
         if pretrain is not None:
-            write_masked_lm(
-                fairseq_dir / PRETRAIN_DIR, *pretrain, inputs.dictionary, len(dictionary)
-            )
+            write_masked_lm(fairseq_dir / PRETRAIN_DIR, *pretrain, dictionary_path, len(dictionary))
         for split in encoded:
             write_hf_jsonl(tmp / "hf" / f"{split.name}.jsonl", split)
         (tmp / STATS_FILE).write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")

@@ -57,8 +57,12 @@ def format_stats(stats: dict[str, Any]) -> str:
     rows = [
         f"vocabulary: {stats['vocab_size']} = 4 specials + {stats['dict_entries']} dict "
         f"entries + <mask>; max_positions {limit} ({fits})",
-        head,
     ]
+    if stats.get("labels"):
+        rows.append(
+            "classes: " + "  ".join(f"{k}={label}" for k, label in enumerate(stats["labels"]))
+        )
+    rows.append(head)
     named = [(name, s) for name, s in stats["splits"].items()]
     named += [(f"pretrain/{name}", s) for name, s in (stats.get("pretrain") or {}).items()]
     for name, s in named:

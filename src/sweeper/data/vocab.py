@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import os
+import sys
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -30,8 +31,14 @@ def model_vocab_size(dict_entries: int) -> int:
     return len(FAIRSEQ_SPECIALS) + dict_entries + MASK_SYMBOLS
 
 
-def train_sentencepiece(lines: Iterable[str], vocab_size: int) -> bytes:
-    """Train a BPE sentencepiece model on `lines`; returns the serialized model.
+def train_sentencepiece(
+    lines: Iterable[str],
+    vocab_size: int,
+    model_type: str = "bpe",
+    character_coverage: float = 1.0,
+) -> bytes:
+    """Train a sentencepiece model (BPE unless `model_type` says otherwise) on `lines`;
+    returns the serialized model.
 
     `hard_vocab_limit=False` lets a small corpus yield fewer pieces than asked instead
     of failing; the dict (and so the model's vocab size) follows what was learned.
@@ -40,18 +47,39 @@ def train_sentencepiece(lines: Iterable[str], vocab_size: int) -> bytes:
     import sentencepiece as spm
 
     buffer = io.BytesIO()
+    settings: dict[str, Any] = {
+        "sentence_iterator": iter(list(lines)),
+        "model_writer": buffer,
+        "model_type": model_type,
+        "vocab_size": vocab_size,
+        "hard_vocab_limit": False,
+        "character_coverage": character_coverage,
+        "num_threads": 1,
+    }
+    try:
+        sys.stderr.fileno()  # sentencepiece silences its log by redirecting this descriptor
+    except (AttributeError, OSError, ValueError):  # a captured or notebook stderr: it logs
+        spm.SentencePieceTrainer.train(**settings)
+        return buffer.getvalue()
     with open(os.devnull, "w") as quiet:
-        spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(list(lines)),
-            model_writer=buffer,
-            model_type="bpe",
-            vocab_size=vocab_size,
-            hard_vocab_limit=False,
-            character_coverage=1.0,
-            num_threads=1,
-            logstream=quiet,
-        )
+        spm.SentencePieceTrainer.train(**settings, logstream=quiet)
     return buffer.getvalue()
+
+
+def preprocess_dictionary(processor: Any, lines: Iterable[str]) -> Any:
+    """fairseq's `Dictionary` of the encoded `lines`, built as `fairseq-preprocess`
+    builds it from `spm_encode` output: every piece counted (`add_symbol`, plus `</s>`
+    per line), then `finalize` with its defaults (no threshold, all words, entries
+    sorted by count and padded to a multiple of 8). `save` writes its `dict.txt`."""
+    from fairseq.data import Dictionary
+
+    dictionary = Dictionary()
+    for pieces in processor.encode(list(lines), out_type=str):
+        for piece in pieces:
+            dictionary.add_symbol(piece)
+        dictionary.add_symbol(dictionary.eos_word)
+    dictionary.finalize(threshold=-1, nwords=-1, padding_factor=8)
+    return dictionary
 
 
 def load_sentencepiece(path: Path) -> Any:
@@ -70,7 +98,11 @@ def load_sentencepiece(path: Path) -> Any:
 
 def dict_entries_from_sentencepiece(processor: Any, lines: Iterable[str]) -> list[tuple[str, int]]:
     """fairseq dict entries for every normal piece, in the model's order, with the
-    piece's count in `lines` (fairseq keeps counts; they do not affect ids)."""
+    piece's count in `lines` (fairseq keeps counts; they do not affect ids).
+
+    The demo corpus's dict only (`generate.py`): its ids, and so every published demo
+    number, are fixed by this order. A tokenizer trained from a user's data gets the dict
+    `fairseq-preprocess` would build (`preprocess_dictionary`), like the lab's files."""
     counts: Counter[str] = Counter()
     for pieces in processor.encode(list(lines), out_type=str):
         counts.update(pieces)

@@ -58,7 +58,7 @@ def run_grid(
     from sweeper import record_names
     from sweeper.record_names import METRIC_NAMES
     from sweeper.tracking.inputs import inputs_fingerprint
-    from sweeper.tracking.lineage import log_lineage, sweep_lineage
+    from sweeper.tracking.lineage import log_lineage, log_vocabulary, sweep_lineage
     from sweeper.tracking.outbox import Outbox, TrackingDown
     from sweeper.tracking.recorder import MetricLog, Recorder, last_steps
     from sweeper.tracking.runs import artifact_uris, create_trial_run
@@ -83,6 +83,7 @@ def run_grid(
             client, sweep.experiment_id, parent, trial, sweep.stage, tags
         )
     log_lineage(client, [parent, *run_ids.values()], sweep_lineage(spec, inputs))
+    log_vocabulary(client, parent, Path(inputs.hf_data).parent)
     metrics = MetricLog()
     for run_id in plan.resume.values():  # what a killed driver had logged already
         metrics.seed(run_id, last_steps(client, run_id, METRIC_NAMES))

@@ -40,10 +40,15 @@ def preflight(spec: SweepSpec) -> list[str]:
 
 def check_inputs(spec: SweepSpec) -> None:
     """Raise DataError naming the first unusable input file of `spec`."""
-    vocab_size = None
+    vocab_size, classes = None, None
     if spec.data.source == "files":
-        vocab_size = check_data_files(spec)
-    check_checkpoint(spec, vocab_size or spec.model.arch.vocab_size)
+        vocab_size, labels = check_data_files(spec)
+        classes = len(labels)
+        if spec.task != TASK_CAUSAL_LM:
+            from sweeper.trainers.trial_pipeline import check_classes
+
+            check_classes(spec, tuple(labels))
+    check_checkpoint(spec, vocab_size or spec.model.arch.vocab_size, classes)
     check_pretrain(spec)
 
 
@@ -60,28 +65,31 @@ def check_pretrain(spec: SweepSpec) -> None:
         )
 
 
-def check_data_files(spec: SweepSpec) -> int:
+def check_data_files(spec: SweepSpec) -> tuple[int | None, list[str]]:
     """Splits, unlabeled corpus, sentencepiece model and dict; returns the model's
-    vocabulary size as the dict defines it (4 specials + entries + `<mask>`)."""
+    vocabulary size as the dict defines it (4 specials + entries + `<mask>`; None for a
+    tokenizer still to be trained from the data) and the labels, in class order."""
+    from sweeper.data.examples import read_examples, read_unlabeled
     from sweeper.data.prepare import check_vocab_size, find_inputs
-    from sweeper.data.rawtext import read_corpus, read_split
     from sweeper.data.vocab import check_dict, load_sentencepiece, model_vocab_size
 
     inputs = find_inputs(spec)
-    labels = list(spec.data.labels)
-    for name, files in inputs.splits.items():
-        read_split(name, files.text, files.label, labels, files.text2)
-    if inputs.unlabeled is not None and len(read_corpus(inputs.unlabeled)) < 2:
+    _, labels = read_examples(spec)
+    unlabeled = read_unlabeled(spec)
+    if unlabeled is not None and len(unlabeled) < 2:
         raise DataError("needs at least 2 non-empty sentences (model.pretrain)", inputs.unlabeled)
+    if inputs.sentencepiece is None or inputs.dictionary is None:
+        return None, labels
     load_sentencepiece(inputs.sentencepiece)
     vocab_size = model_vocab_size(len(check_dict(inputs.dictionary)))
     check_vocab_size(spec, vocab_size, inputs.dictionary)
-    return vocab_size
+    return vocab_size, labels
 
 
-def check_checkpoint(spec: SweepSpec, vocab_size: int | None) -> None:
+def check_checkpoint(spec: SweepSpec, vocab_size: int | None, classes: int | None = None) -> None:
     """The pretrained checkpoint loads as a fairseq state dict, and (when the vocabulary
-    size is known) its encoder tensors fit the spec's arch exactly, as trials need."""
+    size is known) its encoder tensors fit the spec's arch exactly, as trials need.
+    `classes`: the data's labels (None: `data.labels`, generated data's explicit list)."""
     path = spec.model.checkpoint
     if path is None or "pretrained" not in spec.grid.init:
         return
@@ -112,8 +120,10 @@ def check_checkpoint(spec: SweepSpec, vocab_size: int | None) -> None:
         raise DataError(f"no `model` state dict of tensors in the file ({expected})", path)
     if vocab_size is None:
         return  # the generated dict does not exist yet: trials check the shapes
+    if classes is None:
+        classes = len(spec.data.labels) if spec.data.labels != "auto" else spec.train.num_classes
     try:
-        initial_state(spec.model.arch, vocab_size, len(spec.data.labels), "pretrained", 0, path)
+        initial_state(spec.model.arch, vocab_size, classes, "pretrained", 0, path)
     except (ValueError, AttributeError, KeyError) as exc:
         detail = str(exc).removeprefix(f"{path} ")
         raise DataError(
@@ -127,7 +137,7 @@ def check_lm_folder(spec: SweepSpec, folder: Path) -> None:
     from sweeper.models.llama import lm_folder_problems
 
     dictionary = spec.model.dictionary
-    vocab = len(fairseq_ids(dictionary)) if dictionary.is_file() else None
+    vocab = len(fairseq_ids(dictionary)) if dictionary and dictionary.is_file() else None
     problems = lm_folder_problems(folder, vocab) if folder.is_dir() else [f"{folder}: not a folder"]
     if problems:
         raise DataError("not usable as the pretrained decoder: " + "; ".join(problems), folder)
@@ -140,7 +150,7 @@ def check_hf_folder(spec: SweepSpec, folder: Path, vocab_size: int | None) -> No
     from sweeper.models.hf_import import folder_problems
 
     dictionary = spec.model.dictionary
-    ids = fairseq_ids(dictionary) if dictionary.is_file() else None
+    ids = fairseq_ids(dictionary) if dictionary and dictionary.is_file() else None
     problems = folder_problems(folder, spec.model.arch, vocab_size, dictionary, ids)
     if problems:
         raise DataError("not usable as the pretrained model: " + "; ".join(problems), folder)

@@ -252,11 +252,23 @@ def check_files(spec: SweepSpec, shown: str) -> list[SpecProblem]:
         if not exists:
             problems.append(SpecProblem(shown, field, f"{what} not found: {path}"))
 
+    data = spec.data
     if not generated:
-        need("data.dir", spec.data.dir, "folder")
-        for split, stem in spec.data.splits.items():
-            for suffix in (spec.data.text_suffix, spec.data.label_suffix):
-                need(f"data.splits.{split}", spec.data.dir / f"{stem}.{suffix}")
+        need("data.dir", data.dir, "folder")
+        table = "folder" if data.format == "hf_disk" else "file"
+        if data.format == "lines":
+            for split, stem in data.splits.items():
+                for suffix in (data.text_suffix, data.label_suffix):
+                    need(f"data.splits.{split}", data.dir / f"{stem}.{suffix}")
+        elif data.files is not None:
+            for split, name in data.files.items():
+                need(f"data.files.{split}", data.dir / name, table)
+        elif data.file is not None:
+            need("data.file", data.dir / data.file, table)
+        if data.unlabeled is not None and not (data.dir / data.unlabeled).exists():
+            problems.append(
+                SpecProblem(shown, "data.unlabeled", f"not found: {data.dir / data.unlabeled}")
+            )
         need("model.sentencepiece", spec.model.sentencepiece)
         need("model.dictionary", spec.model.dictionary)
     checkpoint = spec.model.checkpoint

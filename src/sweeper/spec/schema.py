@@ -79,21 +79,64 @@ class GenerateConfig(Strict):
     """Sentencepiece vocabulary trained on the generated text."""
 
 
+DataFormat = Literal["lines", "jsonl", "csv", "tsv", "parquet", "hf_disk"]
+SplitName = Literal["train", "valid", "test"]
+
+
 class DataConfig(Strict):
     source: Literal["files", "generated"] = "files"
     """`files`: user-supplied raw splits under `dir`; `generated`: the demo corpus is
     written into `dir` first."""
     dir: SpecPath
-    """Folder holding `{split}.{text_suffix}` and `{split}.{label_suffix}` per split, and
-    with `model.pretrain` the unlabeled corpus `unlabeled.txt` (one sentence per line)."""
-    splits: dict[Literal["train", "valid", "test"], str] = Field(
+    """Folder holding the labeled splits (see `format`) and the unlabeled corpus
+    (`unlabeled`); every data path of this block is relative to it."""
+    format: DataFormat = "lines"
+    """How the labeled splits are stored. `lines`: `{split}.{text_suffix}` and
+    `{split}.{label_suffix}` per split, one example per line, aligned. `jsonl` (one JSON
+    object per line), `csv`, `tsv` (tab-separated, quoted like CSV, header row; a quoted
+    cell may span lines), `parquet`, `hf_disk` (a folder written by `datasets`'
+    `save_to_disk`: a Dataset, or a DatasetDict whose keys are the `splits` values):
+    tables whose columns `text_field`, `text2_field`, `label_field` hold each example,
+    read from `files` (one per split) or `file` (one for all, with `split_field`). Every
+    text of every format is normalised by one rule: each run of whitespace (spaces, tabs,
+    newlines, U+2028 and every other Unicode space) becomes one space and the ends are
+    stripped, so a multi-line text is one line of tokens for both frameworks."""
+    files: dict[SplitName, str] | None = None
+    """Table formats: one file per split (train, valid, test), relative to `dir`, e.g.
+    `{train: train.jsonl, valid: valid.jsonl, test: test.jsonl}`."""
+    file: str | None = None
+    """Table formats: one file (or `hf_disk` folder) holding every split, relative to
+    `dir`; the column `split_field` names each row's split by its `splits` value (an
+    `hf_disk` DatasetDict names the splits by its keys instead)."""
+    split_field: str = "split"
+    """With `file`: the column whose value is the row's split (a value of `splits`,
+    train/valid/test by default); another value is an error naming the row."""
+    text_field: str = "text"
+    """Table formats: the column holding each example's text (and, for the unlabeled
+    corpus in a table format, each sentence)."""
+    text2_field: str | None = None
+    """Table formats: the column holding each pair's second text (as `text2_suffix` does
+    for `lines`); None: single texts."""
+    label_field: str = "label"
+    """Table formats: the column holding each example's label. Labels are read as text
+    (a JSON or Parquet integer 2 is the label `2`)."""
+    unlabeled: str | None = None
+    """The unlabeled corpus, relative to `dir`, read by the pretraining stage
+    (`model.pretrain`) and by tokenizer training (`model.tokenizer.train`). Its format
+    follows its name: `.txt` one sentence per line; `.jsonl`, `.csv`, `.tsv`, `.parquet`
+    the column `text_field`; a folder an `hf_disk` Dataset. Blank texts are skipped.
+    None: `unlabeled.txt`, read only when `model.pretrain` is set."""
+    splits: dict[SplitName, str] = Field(
         default_factory=lambda: {"train": "train", "valid": "valid", "test": "test"}
     )
-    """File stem of each split (CLS books uses train/valid/test)."""
+    """Name of each split: the file stem with `format: lines` (CLS books uses
+    train/valid/test), the `split_field` value with `file`, the DatasetDict key with
+    `hf_disk`."""
     text_suffix: str = "review"
-    """Raw text files end in this suffix: one review per line."""
+    """`format: lines`: raw text files end in this suffix, one review per line."""
     label_suffix: str = "label"
-    """Label files end in this suffix: one label per line, aligned with the text."""
+    """`format: lines`: label files end in this suffix, one label per line, aligned
+    with the text."""
     text2_suffix: str | None = None
     """Sentence pairs (paraphrase, inference: PAWS-X, XNLI): each example's second text
     is in `{split}.{text2_suffix}`, line by line with the first. Both frameworks get
@@ -101,13 +144,25 @@ class DataConfig(Strict):
     longer than `max_positions` loses tokens from its longer text first. With
     `source: generated`, the demo writes a pair task: do two reviews share an opinion?
     (label `labels[1]`: same, `labels[0]`: opposite). None: single texts."""
-    labels: list[str] = Field(default_factory=lambda: ["0", "1"], min_length=2)
-    """Allowed labels; their order fixes the class index."""
+    labels: list[str] | Literal["auto"] = Field(default_factory=lambda: ["0", "1"])
+    """Allowed labels; their order fixes the class index (class k is `labels[k]`). `auto`:
+    the sorted set of the train split's labels (a valid or test label absent from train
+    is then an error); the resulting list is recorded in the prepared data and its
+    MLflow dataset inputs."""
     generate: GenerateConfig | None = None
     """Generator settings; required when `source: generated`."""
     answers: dict[str, str] | None = None
     """`task: causal_lm` only: label -> answer text, turning labeled texts into prompt ->
     answer pairs (the demo's reviews -> verdicts). Unset: each label line is the answer."""
+
+    @field_validator("labels")
+    @classmethod
+    def _two_labels(cls, labels: list[str] | str) -> list[str] | str:
+        if isinstance(labels, list) and len(labels) < 2:
+            raise ValueError(f"give at least 2 labels, or `auto` (got {labels})")
+        if isinstance(labels, list) and len(set(labels)) != len(labels):
+            raise ValueError(f"labels repeat a value (got {labels})")
+        return labels
 
     @model_validator(mode="after")
     def _suffixes_differ(self) -> DataConfig:
@@ -123,6 +178,33 @@ class DataConfig(Strict):
     def _generated_needs_settings(self) -> DataConfig:
         if self.source == "generated" and self.generate is None:
             raise ValueError("`source: generated` needs a `generate:` block")
+        if self.source == "generated" and (self.format != "lines" or self.labels == "auto"):
+            raise ValueError("`source: generated` writes `format: lines` with explicit labels")
+        return self
+
+    @model_validator(mode="after")
+    def _where_the_table_is(self) -> DataConfig:
+        if self.format == "lines":
+            if self.files is not None or self.file is not None:
+                raise ValueError(
+                    "`files`/`file` need a table format (jsonl, csv, tsv, parquet, hf_disk); "
+                    "`format: lines` reads `{split}.{text_suffix}` and `{split}.{label_suffix}`"
+                )
+            return self
+        if self.text2_suffix is not None:
+            raise ValueError(f"`format: {self.format}` reads second texts from `text2_field`")
+        if (self.files is None) == (self.file is None):
+            raise ValueError(
+                f"`format: {self.format}` needs either `files` (one per split) or `file` "
+                "(all splits, with `split_field`), not both"
+            )
+        if self.files is not None and set(self.files) != {"train", "valid", "test"}:
+            raise ValueError(f"`files` needs train, valid and test (got {sorted(self.files)})")
+        fields = [self.text_field, self.text2_field, self.label_field]
+        fields += [self.split_field] if self.file is not None else []
+        named = [f for f in fields if f is not None]
+        if len(set(named)) != len(named):
+            raise ValueError(f"text, text2, label and split fields must differ (got {named})")
         return self
 
 
@@ -176,14 +258,41 @@ class PretrainConfig(Strict):
     """Length of the blocks the unlabeled corpus is cut into."""
 
 
+class TokenizerTraining(Strict):
+    """A sentencepiece model trained by sweeper, and fairseq's `dict.txt` built from it."""
+
+    vocab_size: int = Field(ge=50)
+    """Pieces sentencepiece is asked for (a small corpus may support fewer: the dict, and
+    so the model's vocabulary, follows what was learned)."""
+    model_type: Literal["bpe", "unigram"] = "bpe"
+    """Sentencepiece's segmentation algorithm."""
+    character_coverage: float = Field(1.0, gt=0, le=1)
+    """Fraction of the text's characters the pieces must cover; the rarest rest become
+    `<unk>` (sentencepiece recommends 0.9995 for languages with large alphabets)."""
+
+
+class TokenizerConfig(Strict):
+    """Where the vocabulary comes from when it is not given as files."""
+
+    train: TokenizerTraining
+    """Train sentencepiece on the unlabeled corpus (when one is read) plus the train
+    split's texts, then count the pieces of that encoded text into a fairseq `Dictionary`
+    (as `fairseq-preprocess` does) and save its `dict.txt`. Cached by content under
+    `output_dir/tokenizer/<hash>`: the same texts and settings reuse the files."""
+
+
 class ModelConfig(Strict):
     arch: ArchConfig
     """The model's shape: a RoBERTa encoder (classification) or a Llama-style decoder
     (`task: causal_lm`), built alike for every framework; a checkpoint must match it."""
-    sentencepiece: SpecPath
-    """Sentencepiece model that turns text into pieces (`sentencepiece.bpe.model`)."""
-    dictionary: SpecPath
+    sentencepiece: SpecPath | None = None
+    """Sentencepiece model that turns text into pieces (`sentencepiece.bpe.model`). Give it
+    with `dictionary`, or leave both unset and set `tokenizer`."""
+    dictionary: SpecPath | None = None
     """fairseq `dict.txt`: pieces to ids, shared by both frameworks."""
+    tokenizer: TokenizerConfig | None = None
+    """Have sweeper train the vocabulary from the data (`tokenizer.train`) instead of
+    reading `sentencepiece` and `dictionary`, which must then be unset."""
     checkpoint: SpecPath | None = None
     """Pretrained weights; the `pretrained` init starts here. A fairseq checkpoint
     (`model.pt`), or a HuggingFace model folder (`config.json`, weights, tokenizer: a
@@ -192,7 +301,22 @@ class ModelConfig(Strict):
     `model.dictionary`'s pieces the same ids."""
     pretrain: PretrainConfig | None = None
     """Build the pretrained checkpoint with sweeper's own pretraining stage instead, on
-    `data.dir/unlabeled.txt`."""
+    the unlabeled corpus (`data.unlabeled`, by default `data.dir/unlabeled.txt`)."""
+
+    @model_validator(mode="after")
+    def _one_vocabulary(self) -> ModelConfig:
+        files = [n for n in ("sentencepiece", "dictionary") if getattr(self, n) is not None]
+        if self.tokenizer is not None and files:
+            raise ValueError(
+                f"give either `tokenizer.train` or the files ({', '.join(files)}), not both: "
+                "a trained tokenizer replaces model.sentencepiece and model.dictionary"
+            )
+        if self.tokenizer is None and len(files) < 2:
+            raise ValueError(
+                "give `sentencepiece` and `dictionary` (ready files), or `tokenizer: {train: "
+                "{vocab_size: N}}` to have sweeper train them from the data"
+            )
+        return self
 
     @model_validator(mode="after")
     def _one_pretrained_source(self) -> ModelConfig:
@@ -237,7 +361,10 @@ class TrainConfig(Strict):
     """Gradient clipping norm; 0 disables it."""
     num_classes: int = Field(2, ge=2)
     """Outputs of the classifier head; at least the number of labels in the data (exit 2
-    before anything runs otherwise). Not used with `task: causal_lm`."""
+    before anything runs otherwise). Unset: the number of an explicit `data.labels` list
+    (2 for the default), and 2 with `data.labels: auto`, whose labels are only known once
+    the data is read: set it then for more than two classes. Not used with
+    `task: causal_lm`."""
     precision: Precision = "fp32"
     """Arithmetic of fine-tuning (not of the pretraining stage): `fp32`; `bf16` (CPUs with
     AVX-512 BF16 or AMX run it natively, older ones emulate it slowly; CUDA from Ampere
@@ -378,13 +505,17 @@ class SearchConfig(Strict):
 class SelectConfig(Strict):
     """How each trial's best checkpoint is picked, and what the summary reports there.
     Names are logged metric names: `valid_<m>` / `test_<m>` for a measurement `m` the
-    task's trainers make (classification: loss, accuracy)."""
+    task's trainers make (classification: loss, accuracy, macro_f1)."""
 
     metric: str = "valid_accuracy"
     """The validation metric whose best step is the trial's best checkpoint (ties: the
-    earliest step); it is also what Table 1 shows as "Valid"."""
+    earliest step); it is also what Table 1 shows as "Valid". Both classification
+    trainers keep that checkpoint as their stored best. `valid_macro_f1`: the mean of
+    per-class F1 in percent, over the classes in the split's labels or predictions
+    (scikit-learn's `f1_score(average="macro")`), for unbalanced or multi-class data."""
     mode: Literal["max", "min"] | None = None
-    """`max` or `min`; unset: the metric's own direction (accuracy max, loss min)."""
+    """`max` or `min`; unset: the metric's own direction (accuracy and macro-F1 max,
+    loss min)."""
     report: list[str] = Field(default_factory=lambda: ["test_accuracy"], min_length=1)
     """Test metrics read at the best checkpoint. The first is the one Table 2, the
     comparisons, figures and `--evaluate` are about; the others get a Table 1 column
@@ -500,6 +631,19 @@ class SweepSpec(Strict):
 
     @model_validator(mode="before")
     @classmethod
+    def _classes_of_the_labels(cls, data: Any) -> Any:
+        """`train.num_classes` defaults to the length of an explicit `data.labels` list."""
+        if not isinstance(data, dict) or not isinstance(data.get("data"), dict):
+            return data
+        labels, train = data["data"].get("labels"), data.get("train", {})
+        if not isinstance(labels, list) or len(labels) <= 2 or not isinstance(train, dict):
+            return data
+        if "num_classes" in train:
+            return data
+        return {**data, "train": {**train, "num_classes": len(labels)}}
+
+    @model_validator(mode="before")
+    @classmethod
     def _task_default_select(cls, data: Any) -> Any:
         """A causal-LM sweep picks by exact match and reports exact match and perplexity
         unless its `select:` says otherwise (classification's defaults name metrics it
@@ -536,6 +680,22 @@ class SweepSpec(Strict):
                     f"grid.framework {others} cannot run task causal_lm: causal-LM trials "
                     "run on hf (transformers + PEFT) only"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _vocabulary_fits_the_data(self) -> SweepSpec:
+        if self.model.tokenizer is not None and self.data.source == "generated":
+            raise ValueError(
+                "`data.source: generated` trains its own tokenizer into model.sentencepiece "
+                "and model.dictionary: give those paths instead of model.tokenizer"
+            )
+        if self.task == TASK_CAUSAL_LM and (
+            self.model.tokenizer is not None or self.data.format != "lines"
+        ):
+            raise ValueError(
+                "task causal_lm reads `data.format: lines` with model.sentencepiece and "
+                "model.dictionary (table formats and model.tokenizer are for classification)"
+            )
         return self
 
     @model_validator(mode="after")

@@ -49,6 +49,7 @@ def summarize(
     inputs: dict[str, str] | None = None,
     selection: Selection | None = None,
     margin: float | None = None,
+    metric: str | None = None,
 ) -> Summary:
     """Summarise the trial runs of `experiment` in the store at `tracking_uri`.
 
@@ -62,13 +63,15 @@ def summarize(
     fingerprint (`sweeper.tracking.inputs`); trial runs made from other inputs are
     not counted. `selection`: how best checkpoints are picked and what is reported
     (the spec's `select:`); None: what the sweep run's `sweeper.select` tag says, else
-    classification's. `margin`: the equivalence margin D (None: the sequential plan's,
+    classification's. `metric`: a measurement (`macro_f1`) the summary is about
+    instead (`Selection.on`: best checkpoints by its validation value, its test value
+    reported first). `margin`: the equivalence margin D (None: the sequential plan's,
     if the sweep ran `--until-decided` with one). A sweep whose parent run holds a
     sequential plan is decided by `sweeper.summarize.sequential` at the plan's alpha;
     any other by `sweeper.summarize.decide`. Raises SummarizeError for input the user
     must fix.
     """
-    args = (experiment, sweep, history_path, alpha, aso, inputs, selection, margin)
+    args = (experiment, sweep, history_path, alpha, aso, inputs, selection, margin, metric)
     source = open_source(tracking_uri, client)
     try:
         return _summarize(source, *args)
@@ -87,6 +90,7 @@ def _summarize(
     inputs: dict[str, str] | None,
     selection: Selection | None,
     margin: float | None,
+    metric: str | None = None,
 ) -> Summary:
     if history_path != "auto" and isinstance(source, MlflowSource):
         source = MlflowSource(source.client, history_path)
@@ -114,6 +118,14 @@ def _summarize(
         )
     if selection is None:
         selection = Selection.from_json(next((p.select for p in parents if p.select), None))
+    if metric is not None:
+        stored, selection = selection, selection.on(metric)
+        if selection.metric != stored.metric:
+            notes.append(
+                f"best checkpoints picked by {selection.metric} (--metric); the trainers "
+                f"stored the ones {stored.metric} picks (the sweep's select:), which is "
+                "what --evaluate re-measures"
+            )
     candidates, not_counted = screen(trial_runs)
     not_counted += other_inputs
     histories = source.histories([r.run_id for r in candidates], history_keys(selection))

@@ -8,11 +8,12 @@ and measure the prepared test split again. A mismatch means the
 stored checkpoint is not the one the table describes (or the data changed), which is
 exactly what a reader of the table needs to know.
 
-Accuracy (and a causal LM's exact match) must agree exactly, not within a tolerance:
-the trainers record it and the reload re-measures it as `accuracy_percent(correct,
-total)` of integer counts (`sweeper.trainers.metrics`), one float expression, so the
-same predictions give the same float bit for bit, and one prediction more or less
-moves it by 100/total points, far above any rounding. Other metrics (loss,
+Accuracy, macro-F1 (and a causal LM's exact match) must agree exactly, not within a
+tolerance: the trainers record them and the reload re-measures them from integer
+counts (`accuracy_percent(correct, total)`, `macro_f1_percent` of per-class TP/FP/FN;
+`sweeper.trainers.metrics`), each the nearest float to an exact fraction of the counts,
+so the same predictions give the same float bit for bit, and one prediction more or
+less moves it far above any rounding. Other metrics (loss,
 perplexity) are sums of floats whose order and device may differ between a trainer and
 a reload; they agree within `TOLERANCE`.
 
@@ -38,9 +39,11 @@ if TYPE_CHECKING:
 
 TOLERANCE = 0.01
 """The metric's unit, for metrics that are not counted (`EXACT_METRICS` agree exactly)."""
-EXACT_METRICS = frozenset({record_names.METRIC_TEST_ACC, "test_exact_match"})
-"""Percentages of counted examples: recorded and re-measured by one expression on
-integer counts, so they must be equal."""
+EXACT_METRICS = frozenset(
+    {record_names.METRIC_TEST_ACC, record_names.METRIC_TEST_MACRO_F1, "test_exact_match"}
+)
+"""Percentages of counted examples (macro-F1: of per-class counts): recorded and
+re-measured by one expression on integer counts, so they must be equal."""
 
 
 @dataclass(frozen=True)
@@ -113,7 +116,8 @@ def evaluate_trials(
 def measure(
     client: MlflowClient, run_id: str, tmp: Path, metric: str = record_names.METRIC_TEST_ACC
 ) -> float:
-    """Test `metric` (accuracy in %) of run `run_id`'s stored best checkpoint."""
+    """Test `metric` (accuracy, macro-F1 in %, ...) of run `run_id`'s stored best
+    checkpoint."""
     from mlflow.exceptions import MlflowException
 
     from sweeper.trainers.base import TrialJob

@@ -92,7 +92,7 @@ def build_tables(summary: Summary) -> list[Table]:
             "(accuracy in %; test accuracy at the best validation step; ties: earliest step)"
             if sel.is_default()
             else f"(best {sel.metric}, {sel.mode}; test metrics at that step; ties: earliest "
-            "step; accuracy and exact match in %)"
+            "step; accuracy, macro-F1 and exact match in %)"
         ),
         (
             Column("Group", field("group"), numeric=False),

@@ -6,7 +6,11 @@ its own MLflow dataset, `<data dir name>/<split>` (MLflow keeps one context per 
 and run, so one dataset with three contexts would show only the first). The digest is
 the prepare cache key (`stats.json` "hash", the prepared folder's name): two runs show
 the same digest exactly when they read the same token ids. The profile holds the split's
-sentence and token counts; the source is the prepared folder on the driver.
+sentence and token counts and the labels in class order (class k is `labels[k]`, also
+with `data.labels: auto`); the source is the prepared folder on the driver.
+
+The vocabulary the ids come from (the sentencepiece model and fairseq `dict.txt`, given
+or trained by sweeper) is logged on the sweep's parent run under `vocabulary/`.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sweeper.data.prepared import STATS_FILE
+from sweeper.data.prepared import MANIFEST_FILE, STATS_FILE
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -26,6 +30,7 @@ if TYPE_CHECKING:
 
 SPLITS = ("train", "valid", "test")
 CONTEXT_TAG = "mlflow.data.context"
+VOCABULARY_ARTIFACTS = "vocabulary"
 
 
 def dataset_inputs(prepared_dir: Path, data_name: str) -> list[DatasetInput]:
@@ -43,6 +48,8 @@ def dataset_inputs(prepared_dir: Path, data_name: str) -> list[DatasetInput]:
         if counts is None:
             continue
         profile = {k: counts[k] for k in ("sentences", "tokens") if k in counts}
+        if "labels" in stats:
+            profile["labels"] = stats["labels"]
         dataset = Dataset(
             name=f"{data_name}/{split}",
             digest=str(stats["hash"]),
@@ -66,3 +73,16 @@ def log_lineage(client: MlflowClient, run_ids: list[str], inputs: list[DatasetIn
         return
     for run_id in run_ids:
         client.log_inputs(run_id, datasets=inputs)
+
+
+def log_vocabulary(client: MlflowClient, run_id: str, prepared_dir: Path) -> None:
+    """The prepared folder's sentencepiece model and `dict.txt` as `vocabulary/` artifacts
+    of `run_id` (nothing for a folder without a manifest naming them)."""
+    try:
+        manifest = json.loads((Path(prepared_dir) / MANIFEST_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    for key in ("sentencepiece", "dictionary"):
+        path = Path(manifest.get(key) or "")
+        if path.is_file():
+            client.log_artifact(run_id, str(path), VOCABULARY_ARTIFACTS)

@@ -79,6 +79,18 @@ class TrialJob:
         return self.updates_per_epoch * int(self.train["epochs"])
 
     @property
+    def selected(self) -> tuple[str, str]:
+        """(validation metric as metric events name it, "max" or "min"): what the
+        trainer keeps its best checkpoint by, so the stored checkpoint is the one the
+        summary's selection (the spec's `select:`, in `extra["select"]`) points at.
+        Without it, classification's highest accuracy."""
+        from sweeper.selection import base_name
+
+        select = self.extra.get("select") or {}
+        metric = str(select.get("metric", record_names.METRIC_VALID_ACC))
+        return base_name(metric), str(select.get("mode", "max"))
+
+    @property
     def checkpoint_dir(self) -> Path:
         return Path(self.out_dir) / record_names.CHECKPOINT_DIR
 
@@ -139,5 +151,7 @@ class Trainer(Protocol):
 
     def test_accuracy(self, job: TrialJob, checkpoint: Path) -> float:
         """Test accuracy (%) of a best checkpoint reloaded from `checkpoint`, the folder
-        its artifact was downloaded to (`sweeper summarize --evaluate`)."""
+        its artifact was downloaded to (`sweeper summarize --evaluate`). A trainer that
+        measures more (macro-F1, a causal LM's metrics) also has `test_metrics(job,
+        checkpoint) -> {logged test name: value}`."""
         ...

@@ -1,12 +1,13 @@
-"""Test accuracy of a stored best checkpoint, measured again outside its trainer.
+"""Test metrics of a stored best checkpoint, measured again outside its trainer.
 
-`sweeper summarize --evaluate` uses this to check the record: the accuracy a trial
-logged at its best validation step must be what its stored checkpoint gives on the
-test split. Each framework reloads the checkpoint the way a user would (fairseq's hub
-interface, transformers' / PEFT's `from_pretrained`), so a checkpoint that only
-sweeper could read would show up as a mismatch. Accuracy is counted (correct
-predictions, examples) and turned into a percentage by `metrics.accuracy_percent`, the
-function the trainers recorded it with, so a faithful record is re-measured exactly.
+`sweeper summarize --evaluate` uses this to check the record: the accuracy (or
+macro-F1) a trial logged at its best validation step must be what its stored checkpoint
+gives on the test split. Each framework reloads the checkpoint the way a user would
+(fairseq's hub interface, transformers' / PEFT's `from_pretrained`), so a checkpoint
+that only sweeper could read would show up as a mismatch. Predictions are counted per
+class (`metrics.ClassCounts`) and turned into percentages by `metrics.accuracy_percent`
+and `metrics.classification_metrics`, the functions the trainers recorded them with,
+so a faithful record is re-measured exactly.
 
 Imports torch, fairseq and transformers inside the functions: only --evaluate loads them.
 """
@@ -17,10 +18,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sweeper.trainers.base import EVAL_BATCH_SIZE, TrialJob
-from sweeper.trainers.metrics import accuracy_percent
+from sweeper.trainers.metrics import ClassCounts, accuracy_percent, classification_metrics
 
 if TYPE_CHECKING:
     import torch
+
+
+def test_classification_metrics(counts: ClassCounts) -> dict[str, float]:
+    """`test_accuracy`, `test_macro_f1` and the per-class values of test-split counts,
+    by logged name."""
+    measured = {"accuracy": accuracy_percent(counts.correct(), counts.total())}
+    measured.update(classification_metrics(counts))
+    return {f"test_{name}": value for name, value in measured.items()}
 
 
 def _device() -> str:
@@ -38,8 +47,15 @@ def _dtype(job: TrialJob) -> torch.dtype | None:
 
 
 def fairseq_test_accuracy(job: TrialJob, checkpoint: Path) -> float:
+    """Test accuracy of `checkpoint` as `fairseq_test_counts` classifies it."""
+    counts = fairseq_test_counts(job, checkpoint)
+    return accuracy_percent(counts.correct(), counts.total())
+
+
+def fairseq_test_counts(job: TrialJob, checkpoint: Path) -> ClassCounts:
     """Reload `checkpoint` (a folder holding checkpoint_best.pt) with fairseq's hub
-    interface on the trial's prepared fairseq data and classify the test split."""
+    interface on the trial's prepared fairseq data, classify the test split and count
+    per class (the head's classes at least)."""
     import torch
     from fairseq.models.roberta import RobertaModel
 
@@ -57,20 +73,31 @@ def fairseq_test_accuracy(job: TrialJob, checkpoint: Path) -> float:
         hub.to(_dtype(job))  # fairseq's --bf16/--fp16 run the whole model in that type
     hub.task.load_dataset("test")
     dataset = hub.task.datasets["test"]
-    correct = 0
+    predictions: list[int] = []
+    labels: list[int] = []
     with torch.no_grad():
         for start in range(0, len(dataset), EVAL_BATCH_SIZE):
             items = [dataset[i] for i in range(start, min(start + EVAL_BATCH_SIZE, len(dataset)))]
             batch = dataset.collater(items)  # right-padded, as in training
             tokens = batch["net_input"]["src_tokens"].to(_device())
             predicted = hub.predict("sentence_classification_head", tokens).argmax(-1)
-            correct += int((predicted.cpu() == batch["target"].view(-1)).sum())
-    return accuracy_percent(correct, len(dataset))
+            predictions += predicted.cpu().tolist()
+            labels += batch["target"].view(-1).tolist()
+    if not labels:
+        raise ValueError(f"accuracy of 0 examples: the test split of {job.fairseq_data} is empty")
+    return ClassCounts.of(predictions, labels, job.num_classes)
 
 
 def hf_test_accuracy(job: TrialJob, checkpoint: Path) -> float:
+    """Test accuracy of `checkpoint` as `hf_test_counts` classifies it."""
+    counts = hf_test_counts(job, checkpoint)
+    return accuracy_percent(counts.correct(), counts.total())
+
+
+def hf_test_counts(job: TrialJob, checkpoint: Path) -> ClassCounts:
     """Reload `checkpoint` with transformers (full fine-tuning) or as PEFT adapters on
-    the trial's init weights (LoRA), and classify the prepared HF test split."""
+    the trial's init weights (LoRA), classify the prepared HF test split and count per
+    class."""
     import contextlib
 
     import torch
@@ -80,7 +107,7 @@ def hf_test_accuracy(job: TrialJob, checkpoint: Path) -> float:
     model = _hf_model(job, checkpoint).to(_device()).eval()
     dtype = _dtype(job)  # transformers' bf16/fp16: fp32 weights under autocast
     with torch.autocast(_device(), dtype=dtype) if dtype else contextlib.nullcontext():
-        return _classify(model, read_split(Path(job.hf_data) / "test.jsonl"))
+        return _classify(model, read_split(Path(job.hf_data) / "test.jsonl"), job.num_classes)
 
 
 def _hf_model(job: TrialJob, checkpoint: Path) -> torch.nn.Module:
@@ -97,12 +124,14 @@ def _hf_model(job: TrialJob, checkpoint: Path) -> torch.nn.Module:
     return AutoModelForSequenceClassification.from_pretrained(checkpoint)
 
 
-def _classify(model: torch.nn.Module, data) -> float:
+def _classify(model: torch.nn.Module, data, num_classes: int) -> ClassCounts:
     import torch
 
     from sweeper.trainers.hf.hf_data import PadCollator
 
-    collate, correct = PadCollator(), 0
+    collate = PadCollator()
+    predictions: list[int] = []
+    labels: list[int] = []
     with torch.no_grad():
         for start in range(0, len(data), EVAL_BATCH_SIZE):
             batch = collate(
@@ -112,8 +141,11 @@ def _classify(model: torch.nn.Module, data) -> float:
                 input_ids=batch["input_ids"].to(_device()),
                 attention_mask=batch["attention_mask"].to(_device()),
             ).logits
-            correct += int((logits.argmax(-1).cpu() == batch["labels"]).sum())
-    return accuracy_percent(correct, len(data))
+            predictions += logits.argmax(-1).cpu().tolist()
+            labels += batch["labels"].tolist()
+    if not labels:
+        raise ValueError("accuracy of 0 examples: the test split is empty")
+    return ClassCounts.of(predictions, labels, num_classes)
 
 
 def lm_test_metrics(job: TrialJob, checkpoint: Path) -> dict[str, float]:

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from sweeper.record_names import TASK_CAUSAL_LM
+from sweeper.record_names import METRIC_VALID_ACC, TASK_CAUSAL_LM
 from sweeper.spec.schema import SweepSpec
 from sweeper.trainers.base import Trainer, TrialJob
 from sweeper.trainers.devices import detect_device
@@ -49,11 +50,11 @@ def prepare_inputs(spec: SweepSpec, log: Log = print, need_pretrained: bool = Tr
     from sweeper.data import prepare
 
     prepared = prepare(spec, log=log)
-    _check_classes(spec, prepared.labels)
+    check_classes(spec, prepared.labels)
     pretrained: Path | None = None
     if need_pretrained and "pretrained" in spec.grid.init:
         if spec.model.checkpoint is not None:
-            pretrained = pretrained_file(spec, prepared.vocab_size, log)
+            pretrained = pretrained_file(spec, prepared.vocab_size, prepared.dictionary, log)
         else:
             from sweeper.trainers.fairseq.fairseq_pretrain import pretrain
 
@@ -68,15 +69,16 @@ def prepare_inputs(spec: SweepSpec, log: Log = print, need_pretrained: bool = Tr
     )
 
 
-def pretrained_file(spec: SweepSpec, vocab_size: int, log: Log = print) -> Path:
+def pretrained_file(spec: SweepSpec, vocab_size: int, dictionary: Path, log: Log = print) -> Path:
     """`model.checkpoint` as the fairseq file trials start from: itself, or an HF model
     folder converted once into `output_dir/pretrained/hf-<hash>/model.pt` after the
-    checks preflight could not make yet (the vocabulary of a generated dictionary)."""
+    checks preflight could not make yet (the vocabulary of a generated or trained
+    dictionary: `dictionary`, the prepared data's copy)."""
     from sweeper.data.errors import DataError
     from sweeper.data.vocab import fairseq_ids
     from sweeper.models.hf_import import folder_problems, import_checkpoint, is_hf_folder
 
-    folder, dictionary = spec.model.checkpoint, spec.model.dictionary
+    folder = spec.model.checkpoint
     assert folder is not None
     if not is_hf_folder(folder):
         return folder
@@ -90,7 +92,7 @@ def pretrained_file(spec: SweepSpec, vocab_size: int, log: Log = print) -> Path:
     return converted
 
 
-def _check_classes(spec: SweepSpec, labels: tuple[str, ...]) -> None:
+def check_classes(spec: SweepSpec, labels: tuple[str, ...]) -> None:
     """`train.num_classes` sizes every trial's classifier head, so it must hold every
     label the data has (more is allowed: a label absent from these splits). Checked
     once, before pretraining and before any run exists."""
@@ -142,7 +144,18 @@ def build_job(
         out_dir=str(out_dir),
         threads=threads,
         device=detect_device(),
+        extra=select_extra(spec),
     )
+
+
+def select_extra(spec: SweepSpec) -> dict[str, Any]:
+    """`{"select": {...}}` for a classification spec whose `select:` picks on another
+    metric or direction than the highest accuracy (`TrialJob.selected`); empty
+    otherwise, so a default sweep's trial.json is unchanged."""
+    metric, mode = spec.select.metric, spec.select.direction()
+    if (metric, mode) == (METRIC_VALID_ACC, "max"):
+        return {}
+    return {"select": {"metric": metric, "mode": mode}}
 
 
 def run_trial(

@@ -106,8 +106,9 @@ def best_points(
         return []
     valid, test = found
     tests = {f"test_{k}": v for k, v in test.values().items()} if test is not None else {}
+    measured = {**{f"valid_{k}": v for k, v in valid.values().items()}, **tests}
     values = best_metrics(
-        valid.value(selection.valid_name), tests, valid.step, valid.epoch, selection
+        valid.value(selection.valid_name), tests, valid.step, valid.epoch, selection, measured
     )
     return [[step, key, value] for key, value in values.items()]
 

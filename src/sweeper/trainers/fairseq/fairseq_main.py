@@ -31,7 +31,9 @@ and applies these fixes around fairseq's own training:
    examples, summed over the subset, and the accuracy `metrics.accuracy_percent`
    computes from them, unrounded. fairseq's best-checkpoint choice then compares exact
    values, and each valid/test log line carries the counts the parent computes the
-   recorded accuracy from (`fairseq.parse_log_line`).
+   recorded accuracy from (`fairseq.parse_log_line`). Validation and test also log
+   per-class TP/FP/FN sums and the macro-F1 `metrics.macro_f1_percent` derives from
+   them (`class_counts`), so `--best-checkpoint-metric macro_f1` works alike.
 9. fairseq's JSON log writes every number with `{:g}` (six significant digits): an
    integer (a count, `num_updates`) of a million or more would lose digits. Integers
    are written whole (`whole_integers_in_logs`).
@@ -87,7 +89,9 @@ def exact_accuracy() -> None:
     (`--best-checkpoint-metric accuracy`) reads that derived value. Sum meters are part
     of fairseq's checkpointed metric state, so a resumed run keeps them; the derived
     meter is not saved and is re-added by the next step. Criteria without `ncorrect`
-    (regression heads, masked_lm) are left as they are.
+    (regression heads, masked_lm) are left as they are. Validation and test batches
+    also bring per-class counts (`class_counts`), logged the same way with a derived
+    `macro_f1` (`--best-checkpoint-metric macro_f1` reads it).
     """
     from fairseq.criterions.sentence_prediction import SentencePredictionCriterion
     from fairseq.logging import metrics
@@ -106,14 +110,87 @@ def exact_accuracy() -> None:
         if not (logging_outputs and "ncorrect" in logging_outputs[0]):
             original(logging_outputs)
             return
-        original([{k: v for k, v in log.items() if k != "ncorrect"} for log in logging_outputs])
+        dropped = ("ncorrect", CLASS_COUNTS)
+        original([{k: v for k, v in log.items() if k not in dropped} for log in logging_outputs])
         correct = sum(int(log.get("ncorrect", 0)) for log in logging_outputs)
         total = sum(int(log.get("nsentences", 0)) for log in logging_outputs)
         metrics.log_scalar_sum(correct_key, correct)
         metrics.log_scalar_sum(total_key, total)
         metrics.log_derived("accuracy", derived_accuracy)
+        log_class_counts(logging_outputs)
 
     SentencePredictionCriterion.reduce_metrics = staticmethod(reduce_metrics)
+    class_counts()
+
+
+CLASS_COUNTS = "sweeper_class_counts"
+"""A validation logging output's per-class counts: a (3, classes) tensor of TP, FP, FN."""
+
+
+def class_counts() -> None:
+    """Count per-class TP/FP/FN at validation and test (the macro-F1 of fix 8).
+
+    sentence_prediction's `forward` keeps only the number of correct predictions. In
+    eval mode (validation and test subsets, never training updates) the classification
+    head's output is caught with a forward hook, so nothing is computed twice, and the
+    batch's TP, FP and FN per class (`bincount` over the head's classes) go into its
+    logging output. `log_class_counts` sums them into one sum meter per class and
+    count (`fairseq.class_count_key`: `tp_c0`, ...) and derives `macro_f1` from those
+    sums with `metrics.macro_f1_percent`, as HF and `--evaluate` do from theirs.
+    """
+    import torch
+    from fairseq.criterions.sentence_prediction import SentencePredictionCriterion
+
+    original = SentencePredictionCriterion.forward
+
+    def forward(self, model, sample, reduce=True):  # type: ignore[no-untyped-def]
+        heads = getattr(model, "classification_heads", None)
+        if model.training or self.regression_target or not heads:
+            return original(self, model, sample, reduce)
+        caught: list[torch.Tensor] = []
+        hook = heads[self.classification_head_name].register_forward_hook(
+            lambda _module, _inputs, output: caught.append(output)
+        )
+        try:
+            loss, sample_size, logging_output = original(self, model, sample, reduce)
+        finally:
+            hook.remove()
+        logits = caught[-1]
+        targets = model.get_targets(sample, [logits]).view(-1)
+        predicted = logits.argmax(dim=-1).view(-1)
+        classes = logits.size(-1)
+        tp = torch.bincount(targets[predicted == targets], minlength=classes)
+        as_predicted = torch.bincount(predicted, minlength=classes)
+        as_true = torch.bincount(targets, minlength=classes)
+        logging_output[CLASS_COUNTS] = torch.stack([tp, as_predicted - tp, as_true - tp]).cpu()
+        return loss, sample_size, logging_output
+
+    SentencePredictionCriterion.forward = forward
+
+
+def log_class_counts(logging_outputs) -> None:  # type: ignore[no-untyped-def]
+    """Sum meters of the subset's per-class counts and the derived `macro_f1`; nothing
+    for outputs without counts (training updates)."""
+    from fairseq.logging import metrics
+
+    from sweeper.trainers.fairseq.fairseq_trainer import CLASS_COUNT_KINDS, class_count_key
+
+    counted = [log[CLASS_COUNTS] for log in logging_outputs if CLASS_COUNTS in log]
+    if not counted:
+        return
+    rows = sum(counted[1:], counted[0]).tolist()
+    for kind, row in zip(CLASS_COUNT_KINDS, rows, strict=True):
+        for c, value in enumerate(row):
+            metrics.log_scalar_sum(class_count_key(kind, c), int(value))
+    metrics.log_derived("macro_f1", derived_macro_f1)
+
+
+def derived_macro_f1(meters) -> float | None:  # type: ignore[no-untyped-def]
+    """`macro_f1_percent` of the subset's per-class sums; None before any count."""
+    from sweeper.trainers.fairseq.fairseq_trainer import counts_from
+
+    counts = counts_from({key: meter.sum for key, meter in meters.items() if hasattr(meter, "sum")})
+    return counts.macro_f1() if counts is not None and counts.present() else None
 
 
 def whole_integers_in_logs() -> None:

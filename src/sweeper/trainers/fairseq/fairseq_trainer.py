@@ -6,10 +6,10 @@ events. The child is `python -m sweeper.trainers.fairseq.fairseq_main ARGS`: fai
 itself, with the fixes this stack needs (see that module).
 
 Loss units: fairseq's sentence_prediction criterion logs cross-entropy in bits (it
-divides by ln 2); events carry nats (× ln 2), the unit of HF's loss. Accuracy is
-computed here from the counts the child logs (`ACCURACY_COUNTS`) with
-`metrics.accuracy_percent`, the function HF's trials and `--evaluate` use: never read
-from fairseq's display value, which is shortened for the log.
+divides by ln 2); events carry nats (× ln 2), the unit of HF's loss. Accuracy and
+macro-F1 are computed here from the counts the child logs (`ACCURACY_COUNTS`,
+`CLASS_COUNT_KINDS`) with `sweeper.trainers.metrics`, the functions HF's trials and
+`--evaluate` use: never read from fairseq's display values, shortened for the log.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from sweeper.trainers.base import (
 )
 from sweeper.trainers.events import MetricEvent
 from sweeper.trainers.fairseq.fairseq_checkpoints import BEST, LAST, allow_fairseq_checkpoints
-from sweeper.trainers.metrics import accuracy_percent
+from sweeper.trainers.metrics import ClassCounts, accuracy_percent, classification_metrics
 from sweeper.trainers.runner import python_module_command
 
 CHILD_MODULE = "sweeper.trainers.fairseq.fairseq_main"
@@ -46,6 +46,28 @@ ACCURACY_COUNTS = ("correct", "total")
 """Names of the sum meters the child logs for sentence_prediction (`fairseq_main.
 exact_accuracy`): correct predictions and examples of the subset; a valid or test log
 line carries them as `valid_correct`, `valid_total` (`test_...`)."""
+CLASS_COUNT_KINDS = ("tp", "fp", "fn")
+"""Per-class sum meters the child logs at validation and test (`fairseq_main.class_counts`):
+`tp_c<c>`, `fp_c<c>`, `fn_c<c>` for every class c of the head; a valid line carries
+them as `valid_tp_c0`, ...; macro-F1 and the per-class values are computed here from them."""
+
+
+def class_count_key(kind: str, c: int) -> str:
+    """`tp_c2`: the sum meter of one count of class `c`."""
+    return f"{kind}_c{c}"
+
+
+def counts_from(stats: Mapping[str, Any], prefix: str = "") -> ClassCounts | None:
+    """The per-class counts in a log line's stats (`prefix`: `valid_`, `test_`), classes
+    0, 1, ... while all three counts are present; None when there are none."""
+    rows: list[list[int]] = [[], [], []]
+    while all(prefix + class_count_key(k, len(rows[0])) in stats for k in CLASS_COUNT_KINDS):
+        c = len(rows[0])
+        for row, kind in zip(rows, CLASS_COUNT_KINDS, strict=True):
+            row.append(int(stats[prefix + class_count_key(kind, c)]))
+    return ClassCounts.from_rows(*rows) if rows[0] else None
+
+
 COUNTED_PREFIXES = ("encoder.sentence_encoder.", "classification_heads.")
 """Parameters the classifier uses; the unused LM head is left out, as HF has none."""
 
@@ -106,7 +128,7 @@ def train_args(job: TrialJob) -> list[str]:
         "--attention-dropout", str(train["attention_dropout"]),
         "--seed", str(job.seed),
         "--valid-subset", ",".join(EVAL_SPLITS),
-        "--best-checkpoint-metric", "accuracy", "--maximize-best-checkpoint-metric",
+        *best_checkpoint_flags(job),
         "--no-epoch-checkpoints",  # only checkpoint_best.pt and checkpoint_last.pt
         "--save-dir", str(job.checkpoint_dir),
         "--finetune-from-model", job.init_checkpoint,
@@ -114,6 +136,15 @@ def train_args(job: TrialJob) -> list[str]:
         "--num-workers", "0",
         *device_flags(job.device, str(train.get("precision", "fp32"))),
     ]  # fmt: skip
+
+
+def best_checkpoint_flags(job: TrialJob) -> list[str]:
+    """`--best-checkpoint-metric` for the job's selection (`TrialJob.selected`: accuracy,
+    macro_f1 or loss, derived from counts or logged by the criterion), maximized unless
+    the selection minimizes, so checkpoint_best.pt is the summary's best checkpoint."""
+    metric, mode = job.selected
+    flags = ["--best-checkpoint-metric", metric]
+    return flags + (["--maximize-best-checkpoint-metric"] if mode == "max" else [])
 
 
 class FairseqTrainer:
@@ -153,6 +184,12 @@ class FairseqTrainer:
 
         return fairseq_test_accuracy(job, checkpoint)
 
+    def test_metrics(self, job: TrialJob, checkpoint: Path) -> dict[str, float]:
+        """`test_accuracy`, `test_macro_f1` and per-class values of a best checkpoint."""
+        from sweeper.trainers.reload import fairseq_test_counts, test_classification_metrics
+
+        return test_classification_metrics(fairseq_test_counts(job, checkpoint))
+
 
 def parse_log_line(line: str, wall_time: float) -> list[MetricEvent]:
     """Events in one fairseq log line: `DATE TIME | INFO | TAG | {json}` (or Python's
@@ -164,10 +201,12 @@ def parse_log_line(line: str, wall_time: float) -> list[MetricEvent]:
     would clash with the train_inner event of the same update.
 
     The accuracy is `accuracy_percent(correct, total)` of the line's counts
-    (`ACCURACY_COUNTS`), bit for bit the value fairseq chose its best checkpoint on and
-    the one HF or `--evaluate` compute for the same counts. fairseq's own `accuracy`
-    field is never recorded (the log shows six significant digits of it): a line
-    without counts (masked_lm, which measures no accuracy) has none.
+    (`ACCURACY_COUNTS`), and macro-F1 and the per-class values (`metrics`) come from
+    its per-class counts (`CLASS_COUNT_KINDS`): bit for bit the values fairseq chose
+    its best checkpoint on and the ones HF or `--evaluate` compute for the same counts.
+    fairseq's own `accuracy` and `macro_f1` fields are never recorded (the log shows six
+    significant digits): a line without counts (masked_lm, which measures no accuracy)
+    has none.
     """
     match = _LOG_LINE.match(line)
     if match is None:
@@ -196,8 +235,17 @@ def parse_log_line(line: str, wall_time: float) -> list[MetricEvent]:
             loss=float(stats[f"{tag}_loss"]) * LN2,
             accuracy=_counted_accuracy(stats, tag),
             wall_time=wall_time,
+            metrics=_class_metrics(stats, tag),
         )
     ]
+
+
+def _class_metrics(stats: Mapping[str, Any], tag: str) -> dict[str, float] | None:
+    """Macro-F1 and per-class values from the line's per-class counts
+    (`metrics.classification_metrics`), or None when it has none; fairseq's own
+    `macro_f1` display value is never read."""
+    counts = counts_from(stats, f"{tag}_")
+    return classification_metrics(counts) if counts is not None and counts.present() else None
 
 
 def _counted_accuracy(stats: Mapping[str, Any], tag: str) -> float | None:

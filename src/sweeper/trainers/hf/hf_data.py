@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from sweeper.trainers.metrics import accuracy_percent
+from sweeper.trainers.metrics import ClassCounts, accuracy_percent, classification_metrics
 
 PAD_ID = 1
 """fairseq's `<pad>`; HF RoBERTa derives position ids from it, so both must agree."""
@@ -99,12 +99,16 @@ def argmax_logits(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 
 
 def compute_accuracy(eval_prediction) -> dict[str, float]:
-    """transformers' `compute_metrics`: accuracy in percent (0–100), the unit the lab's
-    tables and fairseq use, from the counts of correct predictions and examples through
-    `metrics.accuracy_percent`, so it is the float fairseq's trials and `--evaluate`
-    compute for the same counts (not a mean of booleans, which may differ in the last
-    bit)."""
+    """transformers' `compute_metrics`: accuracy, macro-F1 and per-class precision,
+    recall and F1 in percent (0–100), the unit the lab's tables and fairseq use, from
+    integer counts (`metrics.ClassCounts`) through `metrics.accuracy_percent` and
+    `metrics.classification_metrics`, so each is the float fairseq's trials and
+    `--evaluate` compute for the same predictions (not a mean of booleans, which may
+    differ in the last bit)."""
     predictions = np.asarray(eval_prediction.predictions).reshape(-1)
     labels = np.asarray(eval_prediction.label_ids).reshape(-1)
-    correct = int((predictions == labels).sum())
-    return {"accuracy": accuracy_percent(correct, int(labels.size))}
+    counts = ClassCounts.of(predictions.tolist(), labels.tolist())
+    return {
+        "accuracy": accuracy_percent(counts.correct(), counts.total()),
+        **classification_metrics(counts),
+    }

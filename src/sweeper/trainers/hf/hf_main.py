@@ -51,8 +51,8 @@ from sweeper.trainers.hf.hf_trainer import (
     find_checkpoints,
     format_event,
 )
+from sweeper.trainers.metrics import CLASS_METRIC_KINDS
 
-BEST_METRIC = "eval_valid_accuracy"
 TRAINING_STATE_FILES = ("optimizer.pt", "scheduler.pt", "rng_state.pth", "scaler.pt")
 """What only resuming needs; kept in the newest checkpoint alone."""
 
@@ -73,7 +73,9 @@ class EventPrinter(TrainerCallback):
             )
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):  # type: ignore[override]
-        """Called once per eval dataset; its metric names carry the dataset's name."""
+        """Called once per eval dataset; its metric names carry the dataset's name.
+        Macro-F1 and the per-class values (`compute_accuracy`) go into the event's
+        `metrics`."""
         for split in ("valid", "test"):
             accuracy = (metrics or {}).get(f"eval_{split}_accuracy")
             if accuracy is not None:
@@ -84,8 +86,21 @@ class EventPrinter(TrainerCallback):
                         split=split,
                         loss=float(metrics[f"eval_{split}_loss"]),
                         accuracy=float(accuracy),
+                        metrics=class_metrics(metrics, f"eval_{split}_") or None,
                     )
                 )
+
+
+def class_metrics(metrics: dict[str, float], prefix: str) -> dict[str, float]:
+    """`macro_f1` and the per-class values among transformers' eval metrics of one split
+    (`prefix`: `eval_valid_`)."""
+    kinds = tuple(f"{kind}_class" for kind in CLASS_METRIC_KINDS)
+    found = {}
+    for key, value in metrics.items():
+        name = key.removeprefix(prefix)
+        if key.startswith(prefix) and (name == "macro_f1" or name.startswith(kinds)):
+            found[name] = float(value)
+    return found
 
 
 class KeepBestAndLast(TrainerCallback):
@@ -181,8 +196,8 @@ def training_arguments(job: TrialJob) -> TrainingArguments:
         eval_strategy="epoch",
         save_strategy="epoch",
         save_total_limit=None,  # retention is KeepBestAndLast's (see prune_checkpoints)
-        metric_for_best_model=BEST_METRIC,
-        greater_is_better=True,  # compared with a strict >, so ties keep the earliest
+        metric_for_best_model=f"eval_valid_{job.selected[0]}",  # the spec's select.metric
+        greater_is_better=job.selected[1] == "max",  # compared strictly: ties keep the earliest
         load_best_model_at_end=False,  # the parent reads the best folder; no reload needed
         report_to="none",  # sweeper does its own tracking
         disable_tqdm=True,

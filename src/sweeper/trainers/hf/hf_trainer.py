@@ -138,11 +138,18 @@ class HFTrainer:
         return [job.hf_data, *([job.init_checkpoint] if job.method == "lora" else [])]
 
     def test_metrics(self, job: TrialJob, checkpoint: Path) -> dict[str, float]:
-        """A causal-LM best checkpoint's test metrics (`test_loss`, `test_perplexity`,
-        `test_exact_match`), measured as the trial measured them."""
-        from sweeper.trainers.reload import lm_test_metrics
+        """A best checkpoint's test metrics, measured as the trial measured them: a
+        causal LM's `test_loss`, `test_perplexity`, `test_exact_match`; a classifier's
+        `test_accuracy`, `test_macro_f1` and per-class values."""
+        from sweeper.trainers.reload import (
+            hf_test_counts,
+            lm_test_metrics,
+            test_classification_metrics,
+        )
 
-        return lm_test_metrics(job, checkpoint)
+        if is_causal_lm(job):
+            return lm_test_metrics(job, checkpoint)
+        return test_classification_metrics(hf_test_counts(job, checkpoint))
 
     def test_accuracy(self, job: TrialJob, checkpoint: Path) -> float:
         from sweeper.trainers.reload import hf_test_accuracy
