@@ -96,7 +96,7 @@ def size_of(path: Path) -> int:
 def lab_checkpoint(folder: Path) -> Path:
     """A fairseq checkpoint of the lab's arch (random weights), written by sweeper."""
     from sweeper.models.init import init_checkpoint
-    from sweeper.spec.schema import ArchConfig
+    from sweeper.spec.model_block import ArchConfig
 
     arch = ArchConfig(**{k: v for k, v in LAB_ARCH.items() if k != "vocab_size"})
     return init_checkpoint(arch, LAB_ARCH["vocab_size"], 2, "random", 1, None, folder)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Literal
 from sweeper import record_names
 
 if TYPE_CHECKING:
-    from sweeper.spec.schema import SelectConfig
+    from sweeper.spec.select_block import SelectConfig
 
 Mode = Literal["max", "min"]
 

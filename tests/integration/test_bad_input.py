@@ -79,7 +79,7 @@ def valid_inputs(tmp_path_factory) -> Path:
     from sweeper.data.generate import ensure_generated
     from sweeper.models.init import initial_state
     from sweeper.spec.load import validate_mapping
-    from sweeper.spec.schema import ArchConfig
+    from sweeper.spec.model_block import ArchConfig
 
     root = tmp_path_factory.mktemp("bad_input_inputs")
     raw = {

@@ -55,7 +55,7 @@ def _write_split(path: Path, size: int, rng: random.Random) -> None:
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     from sweeper.models import init_checkpoint
-    from sweeper.spec.schema import ArchConfig
+    from sweeper.spec.model_block import ArchConfig
 
     root = tmp_path_factory.mktemp("hf_inputs")
     (root / "hf").mkdir()

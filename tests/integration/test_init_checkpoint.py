@@ -32,7 +32,7 @@ from sweeper.models.init import (
     hf_init_model,
     init_checkpoint,
 )
-from sweeper.spec.schema import ArchConfig
+from sweeper.spec.model_block import ArchConfig
 
 pytestmark = pytest.mark.integration
 

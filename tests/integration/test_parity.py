@@ -17,7 +17,7 @@ transformers = pytest.importorskip("transformers")
 
 from sweeper.models.arch import BOS, EOS, HEAD_NAME, PAD, build_fairseq_model, hf_config  # noqa: E402
 from sweeper.models.convert import fairseq_to_hf  # noqa: E402
-from sweeper.spec.schema import ArchConfig  # noqa: E402
+from sweeper.spec.model_block import ArchConfig  # noqa: E402
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,7 @@ pytest.importorskip("transformers")
 from sweeper.cli.main import main
 from sweeper.models.arch import fairseq_args, hf_config
 from sweeper.models.lora import lora_trainable_params
-from sweeper.spec.schema import ArchConfig
+from sweeper.spec.model_block import ArchConfig
 
 pytestmark = pytest.mark.integration
 

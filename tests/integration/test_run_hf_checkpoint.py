@@ -17,7 +17,7 @@ import yaml
 
 from sweeper.data.vocab import fairseq_ids
 from sweeper.models.arch import HEAD_NAME
-from sweeper.spec.schema import ArchConfig
+from sweeper.spec.model_block import ArchConfig
 from tests.support.hf_models import perturbed_fairseq_state, save_hf_folder
 from tests.support.sweeps import new_sweep, run_sweeper, runs_by_role
 

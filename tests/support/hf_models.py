@@ -18,7 +18,7 @@ import torch
 
 from sweeper.models.arch import build_fairseq_model, hf_config
 from sweeper.models.convert import TOKEN_TYPE_KEY, fairseq_to_hf
-from sweeper.spec.schema import ArchConfig
+from sweeper.spec.model_block import ArchConfig
 
 DEMO_ARCH = ArchConfig(layers=2, embed_dim=64, ffn_dim=128, heads=4, max_positions=64)
 LAB_ARCH = ArchConfig(

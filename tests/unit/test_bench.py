@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.spec.schema import ArchConfig, TrainConfig
+from sweeper.spec.model_block import ArchConfig
+from sweeper.spec.train_block import TrainConfig
 from sweeper.trainers.base import TrialJob
 from sweeper.trainers.events import MetricEvent
 from sweeper.trainers.fairseq.fairseq_trainer import train_args

@@ -13,7 +13,7 @@ from sweeper.data.demo_corpus import (
     train_adjectives,
     write_corpus,
 )
-from sweeper.spec.schema import GenerateConfig
+from sweeper.spec.data_block import GenerateConfig
 
 SMALL = GenerateConfig(
     seed=3, train_size=400, valid_size=300, test_size=300, unlabeled_size=2000, label_noise=0.0

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.spec.schema import ArchConfig, TrainConfig
+from sweeper.spec.model_block import ArchConfig
+from sweeper.spec.train_block import TrainConfig
 from sweeper.trainers.base import TrialJob, write_param_counts
 from sweeper.trainers.fairseq.fairseq_checkpoints import BEST, LAST
 from sweeper.trainers.fairseq.fairseq_main import _save_dir, repair_last_checkpoint

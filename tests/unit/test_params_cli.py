@@ -13,7 +13,7 @@ from sweeper.cli.main import main
 from sweeper.cli.params import _lora_settings, format_table
 from sweeper.models.arch import fairseq_arch_args, position_rows
 from sweeper.spec.load import load_spec
-from sweeper.spec.schema import ArchConfig
+from sweeper.spec.model_block import ArchConfig
 
 SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
 

@@ -10,6 +10,7 @@ import yaml
 
 from sweeper.cli.main import main
 from sweeper.spec import schema as spec_module
+from sweeper.spec import strict
 from sweeper.spec.extends import PATH_FIELDS, spec_files
 from sweeper.spec.load import SpecError, load_spec
 from tests.support.specs import SWEEPS, minimal_spec
@@ -70,14 +71,13 @@ def test_paths_in_a_base_stay_relative_to_the_base(tmp_path, monkeypatch):
 
 
 def test_path_fields_list_matches_the_schema():
-    """specbase names the spec's path fields by hand (it sits below the schema's layer);
+    """spec.extends names the spec's path fields by hand (it sits below the schema's layer);
     this walks the schema so that a new SpecPath field cannot be forgotten there."""
 
     def is_path(annotation) -> bool:
         if typing.get_origin(annotation) is typing.Annotated:
             return any(
-                getattr(m, "func", None) is spec_module._resolve_path
-                for m in annotation.__metadata__
+                getattr(m, "func", None) is strict.resolve_path for m in annotation.__metadata__
             )
         return any(is_path(arg) for arg in typing.get_args(annotation))
 
@@ -87,7 +87,7 @@ def test_path_fields_list_matches_the_schema():
             if is_path(annotation):
                 yield (*loc, name)
             for arg in (annotation, *typing.get_args(annotation)):
-                if isinstance(arg, type) and issubclass(arg, spec_module.Strict):
+                if isinstance(arg, type) and issubclass(arg, strict.Strict):
                     yield from walk(arg, (*loc, name))
 
     assert set(walk(spec_module.SweepSpec)) == set(PATH_FIELDS)

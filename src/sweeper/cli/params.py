@@ -37,7 +37,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from sweeper.cli.common import fail, load_or_exit
-from sweeper.spec.schema import ArchConfig, SweepSpec
+from sweeper.spec.model_block import ArchConfig
+from sweeper.spec.schema import SweepSpec
 
 _ARCH_FLAGS = ("layers", "embed_dim", "ffn_dim", "heads", "max_positions")
 """Flags named after the ArchConfig field they set; all are needed without a SPEC."""

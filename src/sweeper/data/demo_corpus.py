@@ -48,7 +48,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from sweeper.spec.schema import GenerateConfig
+from sweeper.spec.data_block import GenerateConfig
 
 # Masculine singular forms, so every "<subject> est <adjective>" agrees.
 POSITIVE: tuple[str, ...] = (

@@ -18,7 +18,8 @@ from pathlib import Path
 from sweeper.data.errors import DataError
 from sweeper.data.rawtext import RawSplit, read_lines
 from sweeper.data.table_formats import SUFFIX_FORMATS, Table, normalise, read_table
-from sweeper.spec.schema import DataConfig, SweepSpec
+from sweeper.spec.data_block import DataConfig
+from sweeper.spec.schema import SweepSpec
 
 SPLITS = ("train", "valid", "test")
 UNLABELED_FILE = "unlabeled.txt"

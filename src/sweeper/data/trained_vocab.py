@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sweeper.data.rawtext import RawSplit
-from sweeper.spec.schema import SweepSpec, TokenizerTraining
+from sweeper.spec.model_block import TokenizerTraining
+from sweeper.spec.schema import SweepSpec
 
 TOKENIZER_VERSION = 1
 """Bump when the same text and settings would train different files."""

@@ -21,7 +21,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sweeper.spec.schema import ArchConfig
+from sweeper.spec.model_block import ArchConfig
 
 if TYPE_CHECKING:
     from fairseq.data import Dictionary

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from torch import Tensor
 
-    from sweeper.spec.schema import ArchConfig
+    from sweeper.spec.model_block import ArchConfig
 
 SUPPORTED_TYPES = ("roberta", "camembert", "xlm-roberta")
 """`model_type`s that are fairseq's RoBERTa under HF names."""

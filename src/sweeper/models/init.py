@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from sweeper.hashing import file_sha256
 from sweeper.models.arch import HEAD_NAME, build_fairseq_model, hf_config
-from sweeper.spec.schema import ArchConfig
+from sweeper.spec.model_block import ArchConfig
 
 if TYPE_CHECKING:
     from fairseq.models.roberta import RobertaModel

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from sweeper.spec.schema import LoraConfig as SpecLora
+from sweeper.spec.train_block import LoraConfig as SpecLora
 
 if TYPE_CHECKING:
     import peft

@@ -16,7 +16,7 @@ from typing import Any
 
 from sweeper.models.arch import HEAD_NAME, build_fairseq_model, hf_config, position_rows
 from sweeper.models.lora import lora_trainable_params
-from sweeper.spec.schema import ArchConfig
+from sweeper.spec.model_block import ArchConfig
 
 ENCODER_COMPONENTS: tuple[tuple[str, str | None, str | None], ...] = (
     # (component, fairseq name pattern, HF name pattern); None: the framework has none.

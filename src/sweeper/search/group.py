@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ray.tune.schedulers import TrialScheduler
 
     from sweeper.search.searcher import SearchCallback, SearchDriver
-    from sweeper.spec.schema import SearchConfig
+    from sweeper.spec.axes_block import SearchConfig
     from sweeper.tracking.recorder import Recorder
     from sweeper.tune.progress import Progress
 

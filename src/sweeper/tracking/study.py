@@ -32,7 +32,8 @@ from sweeper.tracking.store import sqlite_path
 if TYPE_CHECKING:
     import optuna
 
-    from sweeper.spec.schema import SearchParam, SweepSpec
+    from sweeper.spec.axes_block import SearchParam
+    from sweeper.spec.schema import SweepSpec
 
 STORAGE_FILE = "optuna.db"
 MIN_STARTUP = 2

@@ -51,7 +51,7 @@ class TrialJob:
     init: str
     method: str
     train: dict[str, Any]
-    """Resolved `TrainConfig` fields (see sweeper.spec.schema.TrainConfig)."""
+    """Resolved `TrainConfig` fields (see sweeper.spec.train_block.TrainConfig)."""
     lora: dict[str, Any] | None
     """Resolved `LoraConfig` fields when method is `lora`."""
     arch: dict[str, Any]

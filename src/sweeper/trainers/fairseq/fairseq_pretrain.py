@@ -24,7 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from sweeper.spec.schema import ArchConfig, PretrainConfig, SweepSpec
+from sweeper.spec.model_block import ArchConfig, PretrainConfig
+from sweeper.spec.schema import SweepSpec
 from sweeper.trainers.base import warmup_updates
 from sweeper.trainers.devices import detect_device
 from sweeper.trainers.fairseq.fairseq_checkpoints import LAST

@@ -76,7 +76,7 @@ def arch_flags(arch: Mapping[str, Any]) -> list[str]:
     """fairseq-train flags building `arch` (an `ArchConfig` dump), via sweeper.models so
     the trainer, parameter counts and weight conversion share one definition."""
     from sweeper.models.arch import fairseq_arch_args
-    from sweeper.spec.schema import ArchConfig
+    from sweeper.spec.model_block import ArchConfig
 
     return fairseq_arch_args(ArchConfig.model_validate(dict(arch)))
 

@@ -1,0 +1,111 @@
+"""`grid:` and `search:`: the axes crossed into trials, and the hyperparameters Optuna
+searches."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import (
+    Field,
+    model_validator,
+)
+
+from sweeper.spec.strict import Strict
+from sweeper.spec.train_block import check_tunable
+
+Init = Literal["pretrained", "random"]
+Method = Literal["full", "lora"]
+
+
+class GridConfig(Strict):
+    """Axes crossed into trials; each combination is one trial key."""
+
+    seed: list[int] = Field(default_factory=lambda: [1, 2, 3], min_length=1)
+    """Seeds; each makes one trial per combination. A seed fixes the trial's starting
+    weights (random init, classifier head) and its trainer's data order and dropout:
+    trials of one seed share their starting weights, so comparisons pair on seed."""
+    init: list[Init] = Field(default_factory=lambda: ["pretrained", "random"], min_length=1)
+    """`pretrained`: start from `model.checkpoint` or the `model.pretrain` stage's output;
+    `random`: from weights drawn under the trial's seed."""
+    framework: list[str] = Field(default_factory=lambda: ["fairseq", "hf"], min_length=1)
+    """Registered frameworks (`fairseq`, `hf`; plugins add more, see `sweeper.frameworks`).
+    A name nobody registered is reported by the spec loader with the registered ones."""
+    method: list[Method] = Field(default_factory=lambda: ["full"], min_length=1)
+    """`full`: every weight trains; `lora`: only the `lora:` adapters (and a classifier's
+    head) train, through PEFT, on `hf` only (other combinations are skipped with a note)."""
+    params: dict[str, list[Any]] = Field(default_factory=dict)
+    """Extra axes by dotted field, e.g. `train.lr: [1e-5, 3e-5]` or `lora.r: [8, 16]`."""
+
+    @model_validator(mode="after")
+    def _known_params(self) -> GridConfig:
+        for key, values in self.params.items():
+            check_tunable(key)
+            if not values:
+                raise ValueError(f"grid.params.{key} needs at least one value")
+        return self
+
+
+class SearchParam(Strict):
+    type: Literal["loguniform", "uniform", "int", "choice"]
+    """The distribution: `uniform` (floats in [low, high]), `loguniform` (the same on a log
+    scale), `int` (integers low..high, both included), `choice` (one of `values`)."""
+    low: float | None = None
+    """Lower bound of `uniform`, `loguniform` (above 0 there) and `int`."""
+    high: float | None = None
+    """Upper bound; must be above `low`."""
+    values: list[Any] | None = None
+    """The options of a `choice` (non-empty)."""
+
+    @model_validator(mode="after")
+    def _bounds_or_values(self) -> SearchParam:
+        if self.type == "choice":
+            if not self.values:
+                raise ValueError("`choice` needs a non-empty `values` list")
+        elif self.low is None or self.high is None or self.low >= self.high:
+            raise ValueError(f"`{self.type}` needs `low` < `high`")
+        elif self.type == "loguniform" and self.low <= 0:
+            raise ValueError("`loguniform` needs `low` > 0")
+        return self
+
+
+class AshaConfig(Strict):
+    type: Literal["asha"] = "asha"
+    """The scheduler: `asha` (Ray Tune's ASHA), the only one."""
+    grace_period: int = Field(1, ge=1)
+    """Validation points a trial gets before it can be stopped."""
+    reduction_factor: int = Field(2, ge=2)
+    """At each rung (grace_period × reduction_factor^k validation points) a trial below
+    the top 1/reduction_factor of the trials that reached it is stopped."""
+
+
+class SearchConfig(Strict):
+    """Optuna search per group (init × framework × method), then confirmation."""
+
+    algorithm: Literal["optuna"] = "optuna"
+    """`optuna`: TPE through Ray Tune's OptunaSearch (random for the first max(2,
+    num_samples / 2) trials, at most 10), seeded by the study name."""
+    metric: str = "valid_accuracy"
+    """The validation metric a search trial is judged by, at its best validation point
+    (ties: the earliest); one the task's trainers report (`valid_<m>`)."""
+    mode: Literal["max", "min"] = "max"
+    """`max`: a higher `metric` is better; `min`: a lower one."""
+    num_samples: int = Field(8, ge=1)
+    """Search trials per group; `--resume` runs only those not completed yet."""
+    space: dict[str, SearchParam] = Field(min_length=1)
+    """Dotted field -> distribution, e.g. `train.lr: {type: loguniform, ...}`."""
+    scheduler: AshaConfig | None = None
+    """Early stopping of search trials (ASHA); an early-stopped trial enters neither the
+    tables nor the choice of the best configuration. Unset: every trial runs to the end."""
+    tuning_seeds: list[int] = Field(default_factory=lambda: [1], min_length=1)
+    """Seeds the search stage runs on; the confirm stage then uses grid.seed, which must
+    not contain them (see allow_seed_overlap)."""
+    allow_seed_overlap: bool = False
+    """Let grid.seed repeat a tuning seed. The winner was picked for its score on the
+    tuning seed, so confirming on that seed again reports a score biased upward
+    (selection bias); allowed only when said here, and the summary then flags it."""
+
+    @model_validator(mode="after")
+    def _known_space(self) -> SearchConfig:
+        for key in self.space:
+            check_tunable(key)
+        return self
