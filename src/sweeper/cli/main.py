@@ -73,7 +73,8 @@ def add_verbose_argument(parser: argparse.ArgumentParser) -> None:
         help="show third-party libraries' log lines (INFO and up) and warnings on the "
         "terminal; without it they go to OUTPUT_DIR/logs/sweeper-COMMAND.log (the spec's "
         "output_dir; without a spec, the SQLite store's folder or ~/.sweeper/logs/), named "
-        "in one line at the end. Errors reach the terminal either way",
+        "in one line at the end. Errors reach the terminal either way. `trial`: also the "
+        "trainer's own output (its trial folder's trainer.log holds it either way)",
     )
 
 
