@@ -175,3 +175,28 @@ def test_display_is_relative_below_the_working_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert logs.display(tmp_path / "runs" / "x.log") == str(Path("runs") / "x.log")
     assert logs.display(Path("/elsewhere/x.log")) == "/elsewhere/x.log"
+
+
+def test_a_childs_output_goes_into_the_file_unless_verbose(tmp_path, capsys):
+    import subprocess
+
+    command = [
+        sys.executable,
+        "-c",
+        "import sys; print('INFO: Uvicorn running'); sys.stderr.write('x\\n')",
+    ]
+    with logs.route_logs("ui", tmp_path), logs.child_output("mlflow server") as (stream, path):
+        assert path == tmp_path / "sweeper-ui.log"
+        subprocess.run(command, stdout=stream, stderr=stream, check=True)
+    lines = (tmp_path / "sweeper-ui.log").read_text(encoding="utf-8").splitlines()
+    assert lines[0].startswith("==== sweeper ui (pid ")
+    assert lines[1:] == [
+        "==== mlflow server (its own output follows)",
+        "INFO: Uvicorn running",
+        "x",
+    ]
+    assert _lines(capsys.readouterr().err) == [f"third-party log: {path}"]
+    with logs.route_logs("ui", tmp_path / "v", verbose=True), logs.child_output("x") as found:
+        assert found == (None, None)  # the child writes to the terminal
+    with logs.child_output("x") as found:  # outside route_logs
+        assert found == (None, None)

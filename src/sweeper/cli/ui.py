@@ -170,13 +170,15 @@ def _serve(command: list[str], base: str, url: str) -> int:
     # than doubles the server's start-up (as for `sweeper cluster up`'s server)
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     with child_output("mlflow server") as (log, path):
+        start = path.stat().st_size if path is not None else 0
         server = subprocess.Popen(command, env=env, stdout=log, stderr=log)
         try:
             if not _wait_ready(server, base):
-                where = f" ({display(path)} has its output)" if path is not None else ""
-                print(
-                    f"error: the MLflow UI server did not start (exit {server.returncode})"
-                    f"{where}; is the port taken? try --port",
+                print(  # the rest of its output: the third-party log, named next
+                    f"error: the MLflow UI server did not start (exit {server.returncode}); "
+                    "is the port taken? try --port",
+                    *_error_lines(path, start),
+                    sep="\n  ",
                     file=sys.stderr,
                 )
                 return 1
@@ -189,6 +191,17 @@ def _serve(command: list[str], base: str, url: str) -> int:
         finally:
             signal.signal(signal.SIGTERM, previous)
             _stop(server)
+
+
+def _error_lines(path: Path | None, start: int, most: int = 3) -> list[str]:
+    """The last `most` ERROR lines the server wrote to the log file from byte `start`:
+    why it did not start (a port in use), without its start-up chatter."""
+    if path is None:
+        return []
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        handle.seek(start)
+        errors = [line.rstrip() for line in handle if "ERROR" in line]
+    return errors[-most:]
 
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
