@@ -21,14 +21,17 @@ logging:
   instead, and no file is written;
 * a child process whose output is all third-party (the MLflow server of `sweeper ui`)
   writes into the same file (`child_output`); a trainer's output goes to its trial's
-  own trainer.log (`sweeper.trainers.runner`), read by sweeper line by line.
+  own trainer.log (`sweeper.trainers.runner`), read by sweeper line by line
+  (`sweeper trial -v` shows it too).
 
 The root logger holds a handler from the start, so a library's later
 `logging.basicConfig(...)` does nothing (it only configures a root without handlers).
 A library that attaches its own terminal handler (MLflow, transformers, Optuna) is
 brought under the arrangement by `quiet_root_logger`, which every path that loads such
 a library in-process calls afterwards (and which `route_logs` calls as the command
-ends); outside `route_logs` (in a Ray worker) it keeps the root logger at WARNING.
+ends); a record such a library logs between its import and that call still takes its
+own handler. Outside `route_logs` (in a Ray worker) `quiet_root_logger` keeps the root
+logger at WARNING.
 """
 
 from __future__ import annotations
