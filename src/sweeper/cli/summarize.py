@@ -84,7 +84,6 @@ if TYPE_CHECKING:
     from sweeper.summarize import Summary
     from sweeper.summarize.evaluate import Evaluation
 
-SQLITE = "sqlite:///"
 FORMATS = ("terminal", "markdown", "csv", "json", "latex")
 
 
@@ -247,8 +246,11 @@ def _resolve(
                 "no tracking store: pass --tracking-uri URI, set MLFLOW_TRACKING_URI, or "
                 "start a cluster with `sweeper cluster up`"
             )
-        if uri.startswith(SQLITE):  # the third-party log lies beside the store
-            place_log(Path(uri[len(SQLITE) :]).parent)
+        from sweeper.tracking.store import sqlite_path
+
+        db = sqlite_path(uri)
+        if db is not None:  # the third-party log lies beside the store
+            place_log(db.parent)
         return args.experiment, uri, args.sweep, None, None, args.margin
     from sweeper.deploy.resolve import tracking_uri
     from sweeper.selection import Selection
