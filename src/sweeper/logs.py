@@ -169,27 +169,30 @@ class Routing:
 _routing: Routing | None = None
 
 
-def _terminal_streams() -> set[int]:
-    streams = (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__)
-    return {id(s) for s in streams if s is not None}
+def _writes_to_terminal(handler: logging.Handler) -> bool:
+    """A stream handler (not a file's) on the process's stdout or stderr: the stream
+    objects themselves, or any stream on file descriptor 1 or 2."""
+    if not isinstance(handler, logging.StreamHandler) or isinstance(handler, logging.FileHandler):
+        return False
+    stream = getattr(handler, "stream", None)
+    standard = (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__)
+    if stream is None or any(stream is s for s in standard):
+        return stream is not None
+    try:
+        return stream.fileno() in (1, 2)
+    except (AttributeError, OSError, ValueError):  # no descriptor: a buffer, a closed file
+        return False
 
 
 def adopt_library_handlers() -> list[str]:
     """Remove the handlers libraries attached to their own loggers that write to the
     terminal, and let those loggers' records propagate to the root (and so to the
     arrangement); returns the loggers changed. File handlers stay (Ray's driver log)."""
-    terminal = _terminal_streams()
     changed = []
     for name, logger in list(logging.root.manager.loggerDict.items()):
         if not isinstance(logger, logging.Logger) or is_own(name):
             continue
-        own_terminal = [
-            h
-            for h in logger.handlers
-            if isinstance(h, logging.StreamHandler)
-            and not isinstance(h, logging.FileHandler)
-            and id(getattr(h, "stream", None)) in terminal
-        ]
+        own_terminal = [h for h in logger.handlers if _writes_to_terminal(h)]
         for handler in own_terminal:
             logger.removeHandler(handler)
         if own_terminal:

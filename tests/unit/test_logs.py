@@ -61,9 +61,9 @@ def test_errors_and_sweepers_own_warnings_reach_the_terminal(tmp_path, capsys):
     with logs.route_logs("run", tmp_path):
         logging.getLogger("sweeper.tracking.resume_sync").warning("the store is behind")
         logging.getLogger("sweeper.tracking.resume_sync").info("caught up")
-        logging.getLogger("mlflow.store").error("could not reach the server")
+        logging.getLogger("somelib.store").error("could not reach the server")
     err = _lines(capsys.readouterr().err)
-    assert err[:2] == ["the store is behind", "ERROR mlflow.store: could not reach the server"]
+    assert err[:2] == ["the store is behind", "ERROR somelib.store: could not reach the server"]
     assert err[2].startswith("third-party log: ")  # the file holds all three
     assert "caught up" in (tmp_path / "sweeper-run.log").read_text(encoding="utf-8")
 
@@ -125,6 +125,17 @@ def test_a_librarys_own_terminal_handler_is_adopted(tmp_path, capsys):
         library.setLevel(logging.NOTSET)
     assert "Creating initial" not in capsys.readouterr().err
     assert "Creating initial" in (tmp_path / "sweeper-ui.log").read_text(encoding="utf-8")
+
+
+def test_only_handlers_on_the_terminal_are_adopted(tmp_path):
+    import io
+
+    assert logs._writes_to_terminal(logging.StreamHandler(sys.__stderr__))
+    with open("/dev/null", "w") as other, open(tmp_path / "f", "w") as plain:
+        assert not logs._writes_to_terminal(logging.StreamHandler(other))
+        assert not logs._writes_to_terminal(logging.StreamHandler(plain))
+    assert not logs._writes_to_terminal(logging.StreamHandler(io.StringIO()))
+    assert not logs._writes_to_terminal(logging.NullHandler())
 
 
 def test_file_handlers_of_libraries_stay(tmp_path):
