@@ -79,7 +79,7 @@ def test_roberta_yaml_runs_at_the_labs_size_in_both_frameworks(tmp_path):
 
     evaluated = run_sweeper("summarize", *args, "--evaluate", timeout=600)
     assert evaluated.returncode == 0, evaluated.stdout[-3000:] + evaluated.stderr[-3000:]
-    assert "2 of 2 agree." in evaluated.stdout
+    assert "2 of 2 agree, exactly" in evaluated.stdout
 
 
 def _test_tokens(out: Path) -> torch.Tensor:

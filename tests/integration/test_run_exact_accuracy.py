@@ -73,8 +73,10 @@ def test_every_accuracy_is_an_exact_fraction_and_reloads_exactly(tmp_path):
     report = tmp_path / "report"
     checked = run_sweeper("summarize", spec, "--evaluate", "--no-log", "--out", report)
     assert checked.returncode == 0, checked.stdout[-2000:] + checked.stderr[-2000:]
-    assert "re-measured from the stored best checkpoints (exact)" in checked.stdout
-    assert "4 of 4 agree." in checked.stdout
+    assert "(4 of 4 agree, exactly)" in checked.stdout
+    assert "re-measured from the stored best checkpoints (exact)" in (
+        report / "evaluation.md"
+    ).read_text(encoding="utf-8")
     rows = json.loads(Path(report / "evaluation.json").read_text(encoding="utf-8"))
     assert {row["framework"] for row in rows} == {"fairseq", "hf"}
     for row in rows:

@@ -40,4 +40,4 @@ def test_a_pair_task_trains_and_reloads_on_both_frameworks(tmp_path, tmp_path_fa
 
     checked = run_sweeper("summarize", spec, "--evaluate", "--no-log")
     assert checked.returncode == 0, checked.stdout[-2000:] + checked.stderr[-2000:]
-    assert "2 of 2 agree." in checked.stdout
+    assert "2 of 2 agree, exactly" in checked.stdout

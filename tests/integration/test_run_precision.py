@@ -52,7 +52,7 @@ def test_bf16_trials_run_on_both_frameworks_and_reload_alike(tmp_path, tmp_path_
     assert {t["precision"] for t in json.loads(summary.stdout)["trials"]} == {"bf16"}
     checked = run_sweeper("summarize", spec, "--evaluate", "--no-log")
     assert checked.returncode == 0, checked.stdout[-3000:] + checked.stderr[-3000:]
-    assert "2 of 2 agree." in checked.stdout
+    assert "2 of 2 agree, exactly" in checked.stdout
 
 
 def test_fp16_without_a_gpu_exits_2_before_anything_is_created(tmp_path, tmp_path_factory):

@@ -87,7 +87,7 @@ def test_a_grid_of_real_trials_is_recorded(tmp_path, tmp_path_factory):
     # The stored best checkpoints, reloaded by each framework, give the recorded accuracy.
     checked = run_sweeper("summarize", spec, "--evaluate", "--no-log")
     assert checked.returncode == 0, checked.stderr[-3000:]
-    assert "2 of 2 agree." in checked.stdout
+    assert "2 of 2 agree, exactly" in checked.stdout
 
 
 def _closed_port() -> int:

@@ -98,8 +98,11 @@ def test_evaluate_reports_agreement_mismatch_and_missing(store, tmp_path, capsys
     assert not tampered["agrees"]
     assert tampered["measured"] == _accuracy(_job(2), EPOCH, "test") != tampered["recorded"]
     assert missing["measured"] is None and "artifact missing" in missing["problem"]
-    assert "| dummy-pretrained-s1 | dummy | 30 |" in captured.out
-    assert "MISMATCH" in captured.out and "1 of 3 agree." in captured.out
+    assert "evaluate 1/3 dummy-pretrained-s1: ok\n" in captured.out
+    assert "evaluate 2/3 dummy-pretrained-s2: MISMATCH" in captured.out
+    assert "evaluate 3/3 dummy-pretrained-s3: not measured: artifact missing" in captured.out
+    assert captured.out.rstrip().endswith("(1 of 3 agree, exactly)")
+    assert "| dummy-pretrained-s1 | dummy | 30 |" in (out / "evaluation.md").read_text()
     logged = client.list_artifacts(made["parent"], record_names.ARTIFACT_REPORT_DIR)
     assert {"report/evaluation.md", "report/evaluation.json"} <= {a.path for a in logged}
 

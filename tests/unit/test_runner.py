@@ -211,3 +211,11 @@ def test_a_niced_trainer_runs_at_lower_priority(tmp_path):
     assert seen == [7]
     log = (result.out_dir / record_names.TRAINER_LOG_FILE).read_text(encoding="utf-8")
     assert log.splitlines()[0].startswith("$ nice -n 7 ")
+
+
+def test_on_output_sees_every_line_the_log_gets(tmp_path):
+    """`sweeper trial -v`: the trainer's own output, line for line as trainer.log."""
+    seen: list[str] = []
+    result = run_trainer(get_trainer("dummy"), _job(tmp_path), on_output=seen.append)
+    logged = (result.out_dir / record_names.TRAINER_LOG_FILE).read_text(encoding="utf-8")
+    assert seen and "".join(seen) == logged.split("\n", 1)[1]  # after the `$ command` line

@@ -113,3 +113,19 @@ def test_submit_entrypoint_quotes_and_passes_options(tmp_path):
     spec = tmp_path / "sweeps" / "s.yaml"
     spec.write_text("x", encoding="utf-8")
     assert submit.spec_in_working_dir(str(spec), str(tmp_path)) == "sweeps/s.yaml"
+
+
+def test_a_server_that_did_not_start_is_explained_by_its_error_lines(tmp_path):
+    log = tmp_path / "sweeper-ui.log"
+    log.write_text("ERROR: an earlier command's\n", encoding="utf-8")
+    start = log.stat().st_size
+    with open(log, "a", encoding="utf-8") as handle:
+        handle.write("INFO:     Started server process [1]\n")
+        handle.write(
+            "ERROR:    [Errno 98] error while attempting to bind: address already in use\n"
+        )
+        handle.write("INFO:     Application shutdown complete.\n")
+    assert ui._error_lines(log, start) == [
+        "ERROR:    [Errno 98] error while attempting to bind: address already in use"
+    ]
+    assert ui._error_lines(None, 0) == []

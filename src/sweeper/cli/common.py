@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import NoReturn
 
+from sweeper.logs import place_log
 from sweeper.spec.load import SpecError, load_spec
 from sweeper.spec.schema import SweepSpec
 
@@ -48,10 +50,13 @@ def fail(message: str) -> NoReturn:
 
 
 def load_or_exit(path: str, overrides: list[str] | None = None) -> SweepSpec:
-    """Load a spec; on any problem print them all and exit 2 before anything starts."""
+    """Load a spec; on any problem print them all and exit 2 before anything starts.
+    The command's third-party log file goes to the spec's `output_dir/logs/`."""
     try:
-        return load_spec(path, overrides or [])
+        spec = load_spec(path, overrides or [])
     except SpecError as exc:
         for problem in exc.problems:
             print(f"error: {problem}", file=sys.stderr)
         raise SystemExit(EXIT_BAD_INPUT) from None
+    place_log(Path(spec.output_dir))  # the third-party log lies beside the sweep's outputs
+    return spec

@@ -4,6 +4,10 @@ A subcommand module exposes `build_parser(parser)` and `run(args) -> int`; its
 docstring is its `--help` text, and its one-line purpose lives in COMMANDS below.
 Keeping the registry as strings means `sweeper --help` never pays for (or breaks on)
 the heavy imports of any subcommand.
+
+Every subcommand runs inside `sweeper.logs.route_logs`: third-party log records and
+warnings go to a log file (named in one line at the end), not to the terminal, unless
+`-v`/`--verbose`, which every subcommand accepts.
 """
 
 from __future__ import annotations
@@ -12,8 +16,10 @@ import argparse
 import importlib
 import os
 import sys
+from pathlib import Path
 
 from sweeper import __version__
+from sweeper.logs import route_logs
 from sweeper.quick_exit import exit_after_atexit
 
 # name -> (module, one-line purpose). Order is the order shown in --help.
@@ -58,6 +64,28 @@ a 12-trial sweep's progress view, opening a view that is not the runs table. swe
 prints its own links."""
 
 
+def add_verbose_argument(parser: argparse.ArgumentParser) -> None:
+    """`-v`/`--verbose`, which `sweeper.cli.main` gives every subcommand."""
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="show third-party libraries' log lines (INFO and up) and warnings on the "
+        "terminal; without it they go to OUTPUT_DIR/logs/sweeper-COMMAND.log (the spec's "
+        "output_dir; without a spec, the SQLite store's folder or ~/.sweeper/logs/), named "
+        "in one line at the end. Errors reach the terminal either way. `trial`: also the "
+        "trainer's own output (its trial folder's trainer.log holds it either way)",
+    )
+
+
+def default_log_folder() -> Path:
+    """Where a command's third-party log goes until it knows its outputs' folder:
+    `$SWEEPER_HOME/logs` (default ~/.sweeper/logs)."""
+    from sweeper.deploy.state import sweeper_home
+
+    return sweeper_home() / "logs"
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     for name, value in {**NO_PHONE_HOME, **NO_RUN_LINKS}.items():
@@ -76,9 +104,11 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     module.build_parser(parser)
+    add_verbose_argument(parser)
     args = parser.parse_intermixed_args(argv[1:])  # overrides and options in any order
     try:
-        return int(module.run(args) or 0)
+        with route_logs(name, default_log_folder(), verbose=args.verbose):
+            return int(module.run(args) or 0)
     except BrokenPipeError:  # `sweeper ... | head`: the reader has what it wanted
         _quiet_closed_stdout()
         return 0

@@ -147,8 +147,13 @@ def _cluster_address() -> str | None:
 
 
 def _client(address: str) -> JobSubmissionClient:
-    """A Jobs client; an unreachable job server is bad input (exit 2), said plainly."""
+    """A Jobs client; an unreachable job server is bad input (exit 2), said plainly.
+    Ray's own INFO lines (the working dir's upload) go to the third-party log."""
     from ray.job_submission import JobSubmissionClient
+
+    from sweeper.logs import quiet_root_logger
+
+    quiet_root_logger()  # importing Ray attached its terminal handler (sweeper.logs)
 
     try:
         return JobSubmissionClient(address)

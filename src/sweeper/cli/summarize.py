@@ -39,8 +39,12 @@ With --evaluate, each counted trial's best checkpoint is downloaded from MLflow,
 reloaded with its framework (fairseq's hub interface, transformers / PEFT
 from_pretrained) and run on the prepared test split again; any trial whose re-measured
 accuracy (or macro-F1, exact match) is not exactly the recorded one is reported (both
-come from counts through one function; a loss or perplexity may differ by 0.01). This
-needs the trials' prepared data on this machine and loads torch, so it takes a while.
+come from counts through one function; a loss or perplexity may differ by 0.01): one line
+per trial after the report, as it is measured, the last with the tally; the table goes
+to --out and the parent run (evaluation.md), and with --format markdown/csv/json/latex
+follows the report too. This needs the trials' prepared data on this machine and loads
+torch, so it takes a while. fairseq's and transformers' log lines go to the
+third-party log (`-v`: to the terminal).
 
 --format latex prints Table 1, Table 2 and the comparisons as booktabs tables with the
 results paragraph: a fragment to paste into a paper (needs \\usepackage{booktabs,graphicx}).
@@ -80,7 +84,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sweeper.cli.common import add_margin_argument, fail, load_or_exit
-from sweeper.logs import quiet_root_logger
+from sweeper.logs import place_log, quiet_root_logger
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -222,21 +226,26 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _evaluate(summary: Summary, fmt: str) -> list[Evaluation]:
-    """Re-measure Table 1's trials; the table goes to stdout after the summary, or to
-    stderr when stdout carries machine-readable csv/json or a LaTeX fragment."""
+    """Re-measure Table 1's trials, one line per trial as it is measured (the last one
+    with the tally). In the terminal format those lines are the result, on stdout
+    (the table goes to --out and the parent run); otherwise they go to stderr and the
+    table follows the report: on stdout in markdown, on stderr when stdout carries
+    machine-readable csv/json or a LaTeX fragment."""
     from sweeper.summarize.evaluate import evaluate_trials, to_markdown
     from sweeper.summarize.mlflow_reader import open_client
 
     client = open_client(summary.tracking_uri)
+    lines = sys.stdout if fmt == "terminal" else sys.stderr
 
     def progress(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
+        quiet_root_logger()  # the reload loaded fairseq / transformers (sweeper.logs)
+        print(line, file=lines, flush=True)
 
     metric = summary.selection.primary
     evaluations = evaluate_trials(client, summary.trials, progress, metric)
-    quiet_root_logger()  # fairseq's import turned on debug logging
-    stream = sys.stderr if fmt in ("csv", "json", "latex") else sys.stdout
-    print("\n" + to_markdown(evaluations, metric), file=stream, end="", flush=True)
+    if fmt != "terminal":
+        stream = sys.stdout if fmt == "markdown" else sys.stderr
+        print("\n" + to_markdown(evaluations, metric), file=stream, end="", flush=True)
     return evaluations
 
 
@@ -275,6 +284,11 @@ def _resolve(
                 "no tracking store: pass --tracking-uri URI, set MLFLOW_TRACKING_URI, or "
                 "start a cluster with `sweeper cluster up`"
             )
+        from sweeper.tracking.store import sqlite_path
+
+        db = sqlite_path(uri)
+        if db is not None:  # the third-party log lies beside the store
+            place_log(db.parent)
         return args.experiment, uri, args.sweep, None, None, args.margin
     from sweeper.deploy.resolve import tracking_uri
     from sweeper.selection import Selection

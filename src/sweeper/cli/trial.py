@@ -2,7 +2,8 @@
 
 The trial is the one the sweep would run for these grid values: same data, same
 starting weights, same recipe. It writes metric events (events.jsonl), the trainer's
-log and the best and last checkpoints into --out, and prints each validation point.
+log (trainer.log: all of the trainer's own output; -v shows it here too) and the best
+and last checkpoints into --out, and prints each validation point.
 Run it again with the same --out and it resumes from the last checkpoint.
 
   sweeper trial sweeps/demo.yaml --seed 1 --init pretrained --framework fairseq
@@ -80,8 +81,18 @@ def _run(spec, trial, args: argparse.Namespace) -> int:
                 flush=True,
             )
 
+    def echo(line: str) -> None:  # -v: the trainer's own output, as trainer.log gets it
+        print(line, end="" if line.endswith("\n") else "\n", file=sys.stderr, flush=True)
+
     try:
-        result = run_trial(spec, trial, out, threads=args.threads, on_event=show)
+        result = run_trial(
+            spec,
+            trial,
+            out,
+            threads=args.threads,
+            on_event=show,
+            on_output=echo if getattr(args, "verbose", False) else None,
+        )
     except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -2,7 +2,9 @@
 
 For a local store (the default: a SQLite file and an artifact folder in the spec's
 output_dir) this starts `mlflow server` on that store, bound to 127.0.0.1 unless
---host says otherwise, prints the URL of the sweep's experiment and runs until Ctrl-C.
+--host says otherwise, prints the URL of the sweep's experiment as soon as the server
+answers (its start-up and request lines go to OUTPUT_DIR/logs/sweeper-ui.log unless
+-v) and runs until Ctrl-C.
 When the sweep's tracking URI is a tracking server (http/https: the spec's, or
 $MLFLOW_TRACKING_URI, or the server of a running `sweeper cluster up`), that server
 already is the UI: the URL of the sweep's experiment is printed and nothing is started.
@@ -30,6 +32,7 @@ from pathlib import Path
 from types import FrameType
 
 from sweeper.cli.common import add_spec_argument, fail, load_or_exit
+from sweeper.logs import child_output, display
 from sweeper.tracking.links import experiment_url
 
 DEFAULT_HOST = "127.0.0.1"
@@ -115,9 +118,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _experiment_id(uri: str, name: str) -> str | None:
-    """The sweep's experiment id in the store, None when the experiment is absent."""
+    """The sweep's experiment id in the store, None when the experiment is absent. A
+    SQLite store is read with SQL (`sweeper.summarize.sqlite_store`): importing MLflow
+    and opening its store would take seconds before the server even starts."""
     import logging
 
+    from sweeper.summarize.sqlite_store import open_sqlite
+
+    store = open_sqlite(uri)
+    if store is not None:
+        found_row = store.experiment(name)
+        return found_row[0] if found_row is not None else None
     from mlflow import MlflowClient
 
     for noisy in ("alembic", "mlflow.store.db.utils"):
@@ -152,28 +163,45 @@ def _url_host(host: str) -> str:
 
 def _serve(command: list[str], base: str, url: str) -> int:
     """Start the server, print the URL once it answers, wait; stop it on Ctrl-C or
-    SIGTERM so that no orphaned server keeps the port."""
+    SIGTERM so that no orphaned server keeps the port. The server's own output (its
+    start-up lines, a line per request) goes to the command's log file unless -v."""
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     # MLflow's job runner (GenAI scoring jobs) is of no use to a sweep's store and more
     # than doubles the server's start-up (as for `sweeper cluster up`'s server)
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    server = subprocess.Popen(command, env=env)
-    try:
-        if not _wait_ready(server, base):
-            print(
-                f"error: the MLflow UI server did not start (exit {server.returncode}); "
-                "is the port taken? try --port",
-                file=sys.stderr,
-            )
-            return 1
-        print(f"MLflow UI: {url}  (Ctrl-C to stop)", flush=True)
-        server.wait()
-        return 0 if server.returncode in (0, -signal.SIGINT, -signal.SIGTERM) else 1
-    except KeyboardInterrupt:
-        return 0
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        _stop(server)
+    with child_output("mlflow server") as (log, path):
+        start = path.stat().st_size if path is not None else 0
+        server = subprocess.Popen(command, env=env, stdout=log, stderr=log)
+        try:
+            if not _wait_ready(server, base):
+                print(  # the rest of its output: the third-party log, named next
+                    f"error: the MLflow UI server did not start (exit {server.returncode}); "
+                    "is the port taken? try --port",
+                    *_error_lines(path, start),
+                    sep="\n  ",
+                    file=sys.stderr,
+                )
+                return 1
+            where = f"; server log: {display(path)}" if path is not None else ""
+            print(f"MLflow UI: {url}  (Ctrl-C to stop{where})", flush=True)
+            server.wait()
+            return 0 if server.returncode in (0, -signal.SIGINT, -signal.SIGTERM) else 1
+        except KeyboardInterrupt:
+            return 0
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            _stop(server)
+
+
+def _error_lines(path: Path | None, start: int, most: int = 3) -> list[str]:
+    """The last `most` ERROR lines the server wrote to the log file from byte `start`:
+    why it did not start (a port in use), without its start-up chatter."""
+    if path is None:
+        return []
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        handle.seek(start)
+        errors = [line.rstrip() for line in handle if "ERROR" in line]
+    return errors[-most:]
 
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:

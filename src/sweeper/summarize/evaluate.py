@@ -86,7 +86,8 @@ def evaluate_trials(
     metric: str = record_names.METRIC_TEST_ACC,
 ) -> list[Evaluation]:
     """Re-measure every trial in `trials` (Table 1's rows), one at a time: `metric` is
-    the summary's reported test metric (`Selection.primary`)."""
+    the summary's reported test metric (`Selection.primary`). `log` gets one line per
+    trial, its verdict, as it is measured; the last one ends with the `tally`."""
     import os
 
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one line per trial
@@ -108,8 +109,9 @@ def evaluate_trials(
             problem,
             exact=metric in EXACT_METRICS,
         )
-        log(f"evaluate {number}/{len(trials)} {trial.run_name}: {found.verdict}")
         evaluations.append(found)
+        line = f"evaluate {number}/{len(trials)} {trial.run_name}: {found.verdict}"
+        log(line if number < len(trials) else f"{line} ({tally(evaluations, metric)})")
     return evaluations
 
 
@@ -149,6 +151,16 @@ def mismatches(evaluations: Sequence[Evaluation]) -> list[Evaluation]:
     return [e for e in evaluations if not e.agrees]
 
 
+def tally(evaluations: Sequence[Evaluation], metric: str | None = None) -> str:
+    """The count of agreeing trials, "k of n agree", with the rule they agree by when
+    `metric` is given."""
+    agree = len(evaluations) - len(mismatches(evaluations))
+    text = f"{agree} of {len(evaluations)} agree"
+    if metric is None:
+        return text
+    return text + (", exactly" if metric in EXACT_METRICS else f", within {TOLERANCE}")
+
+
 def to_markdown(
     evaluations: Sequence[Evaluation], metric: str = record_names.METRIC_TEST_ACC
 ) -> str:
@@ -166,8 +178,7 @@ def to_markdown(
             f"| {e.run_name} | {e.framework} | {e.best_step} | {e.recorded:.2f} | "
             f"{measured} | {e.verdict} |"
         )
-    bad = mismatches(evaluations)
-    lines += ["", f"{len(evaluations) - len(bad)} of {len(evaluations)} agree."]
+    lines += ["", f"{tally(evaluations)}."]
     return "\n".join(lines) + "\n"
 
 

@@ -76,13 +76,16 @@ def run_trainer(
     on_event: Callable[[MetricEvent], None] | None = None,
     timeout_s: float | None = None,
     nice: int = 0,
+    on_output: Callable[[str], None] | None = None,
 ) -> TrialResult:
     """Run one trial to completion (resuming from its checkpoints if any), or raise.
     `nice` > 0 runs the trainer at that lower CPU priority (`nice -n`: every thread it
-    starts inherits it), so it takes only the cores a more urgent process leaves idle."""
+    starts inherits it), so it takes only the cores a more urgent process leaves idle.
+    `on_output` sees every line of the trainer's output as it comes (`sweeper trial
+    -v`); the log file gets them either way."""
     out = Path(job.out_dir)
     try:
-        return _run(trainer, job, out, on_event, timeout_s, nice)
+        return _run(trainer, job, out, on_event, timeout_s, nice, on_output)
     except OSError as exc:
         if exc.errno != errno.ENOSPC:
             raise
@@ -96,6 +99,7 @@ def _run(
     on_event: Callable[[MetricEvent], None] | None,
     timeout_s: float | None,
     nice: int = 0,
+    on_output: Callable[[str], None] | None = None,
 ) -> TrialResult:
     """`run_trainer`'s body; writing the log or events file can meet a full disk."""
     out.mkdir(parents=True, exist_ok=True)
@@ -108,6 +112,8 @@ def _run(
     ):
 
         def on_line(line: str) -> str | None:
+            if on_output is not None:
+                on_output(line)
             stop = None
             for event in trainer.parse_line(line, time.monotonic() - started):
                 events_file.write(event.to_json() + "\n")

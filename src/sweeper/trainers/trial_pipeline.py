@@ -169,11 +169,12 @@ def run_trial(
     on_start: Callable[[Trainer, TrialJob], None] | None = None,
     log: Log = print,
     nice: int = 0,
+    on_output: Callable[[str], None] | None = None,
 ) -> TrialResult:
     """Run one trial to completion, resuming from its checkpoints in `out_dir` if any.
     `on_start` sees the trainer and job just before the trainer starts (the Ray trial
-    syncs checkpoints with them); `nice`: the trainer's lower CPU priority
-    (`runner.run_trainer`)."""
+    syncs checkpoints with them); `nice`: the trainer's lower CPU priority;
+    `on_output`: each line of the trainer's output (`runner.run_trainer`)."""
     if inputs is None:
         inputs = prepare_inputs(spec, log=log, need_pretrained=trial.init == "pretrained")
     job = build_job(spec, trial, inputs, out_dir, threads=threads)
@@ -182,7 +183,9 @@ def run_trial(
     trainer = get_trainer(trial.framework)
     if on_start is not None:
         on_start(trainer, job)
-    return run_trainer(trainer, job, on_event=on_event, timeout_s=timeout, nice=nice)
+    return run_trainer(
+        trainer, job, on_event=on_event, timeout_s=timeout, nice=nice, on_output=on_output
+    )
 
 
 def trial_dir(spec: SweepSpec, trial: Trial) -> Path:
