@@ -2,7 +2,7 @@
 
 No Docker engine or Kubernetes exists where the tests run, so these files are checked
 for what can silently rot: they parse; the image pins the same Ray, Python, torch and
-fairseq as pyproject.toml and the Makefile; processes run as a non-root user; every
+fairseq as pyproject.toml and `make install`; processes run as a non-root user; every
 service docs/cluster.md promises is there with a health check; ports, addresses and the
 environment variables sweeper reads agree across files; and nothing is published on
 a public interface or carries a hard-coded secret.
@@ -27,15 +27,16 @@ IN_IMAGE = "/home/ray/sweeper"
 
 
 def pins() -> dict[str, str]:
-    """name -> pinned version, from pyproject.toml's dependencies and the Makefile."""
+    """name -> pinned version, from pyproject.toml's dependencies and the fairseq-fixed
+    that `make install` builds (tools/fairseq_wheel.py)."""
     project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     found = {}
     for dep in project["dependencies"]:
         match = re.fullmatch(r"([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?==([^;\s]+)", dep)
         if match:
             found[match.group(1).lower()] = match.group(2)
-    make = (REPO / "Makefile").read_text(encoding="utf-8")
-    found["fairseq-fixed"] = re.search(r"fairseq-fixed==([\w.]+)", make).group(1)
+    wheel_script = (REPO / "tools" / "fairseq_wheel.py").read_text(encoding="utf-8")
+    found["fairseq-fixed"] = re.search(r'^VERSION = "([\w.]+)"', wheel_script, re.M).group(1)
     found["python"] = re.search(r">=(\d+\.\d+)", project["requires-python"]).group(1)
     found["sweeper"] = project["version"]
     return found
