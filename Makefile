@@ -6,21 +6,20 @@ PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-# How the install is made fast (issue 31; times in docs/benchmarks.md, "Install": 2-3 min
-# with empty caches, under 2 min warm, on 2 cores; 11-13 min before):
+# How the install is made fast (measured in docs/benchmarks.md, "Install"):
 # - torch goes in first with pip, so pip's own configuration picks the wheel (the local CPU
 #   build on the dev machines, the CUDA build from PyPI elsewhere); the pinned uv comes with it.
 # - uv then installs the rest (`-e '.[dev]'`), leaving that torch in place: it resolves the
 #   same versions as pip, several times faster, and a warm uv cache installs in seconds.
 # - fairseq-fixed ships only as an sdist. A plain build compiles three torch C++ extensions
-#   (libbase, libnat, alignment_train; CUDA ones too where CUDA_HOME is set), about 6 min
-#   on 2 cores, that sweeper never imports (fairseq loads them lazily, for base layers,
+#   (libbase, libnat, alignment_train; CUDA ones too where CUDA_HOME is set), most of the
+#   install's time, that sweeper never imports (fairseq loads them lazily, for base layers,
 #   non-autoregressive models and an example). tools/fairseq_wheel.py builds the pinned
 #   sdist (sha256 checked) without them, against this venv's numpy, Cython and torch, and
 #   caches the wheel in ~/.cache/sweeper/wheels. It is installed with --no-deps: its
 #   metadata declares torchaudio (no CPU build exists; text training never imports it).
-# - Nothing is byte-compiled at install (pip --no-compile; uv's default): that was 1-2 min
-#   on 2 cores; Python compiles each module the first time it is imported instead.
+# - Nothing is byte-compiled at install (pip --no-compile; uv's default); Python compiles
+#   each module the first time it is imported instead.
 TORCH   := torch==2.13.0
 UV      := uv==0.13.9
 UV_PIP   = $(BIN)/uv pip install --python $(BIN)/python
@@ -37,8 +36,10 @@ $(STAMP): pyproject.toml Makefile tools/fairseq_wheel.py
 	$(BIN)/python -c "import fairseq, fairseq.data.data_utils_fast, torch, transformers, ray, mlflow, peft, optuna"
 	@touch $@
 
+# Two test files at a time (pytest-xdist, a file's tests stay on one worker): most of the
+# suite waits on subprocesses (Ray, trainers, MLflow servers), so two cores are used twice.
 test: install lint
-	$(BIN)/pytest -m "not soak" --durations=15
+	$(BIN)/pytest -m "not soak" -n 2 --dist loadfile --durations=15
 
 test-fast: install
 	$(BIN)/pytest -m "not integration and not slow"
