@@ -36,10 +36,8 @@ $(STAMP): pyproject.toml Makefile tools/fairseq_wheel.py
 	$(BIN)/python -c "import fairseq, fairseq.data.data_utils_fast, torch, transformers, ray, mlflow, peft, optuna"
 	@touch $@
 
-# Two test files at a time (pytest-xdist, a file's tests stay on one worker): most of the
-# suite waits on subprocesses (Ray, trainers, MLflow servers), so two cores are used twice.
 test: install lint
-	$(BIN)/pytest -m "not soak" -n 2 --dist loadfile --durations=15
+	$(BIN)/pytest -m "not soak" --durations=15
 
 test-fast: install
 	$(BIN)/pytest -m "not integration and not slow"

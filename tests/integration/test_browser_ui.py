@@ -24,6 +24,7 @@ from sweeper.tracking.links import MODEL_TRAINING_VIEW, run_url
 from tests.support.browser import (
     chrome,
     click_text,
+    require_chrome,
     screenshot,
     value_after,
     wait_for_text,
@@ -40,6 +41,7 @@ GROUPS = ("dummy/pretrained/full", "dummy/random/full")
 @pytest.fixture
 def served(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     """A finished sweep, its Table 1 (summarize JSON) and `sweeper ui`'s printed URL."""
+    require_chrome()
     grid = {"seed": [1, 2], "init": ["pretrained", "random"], "framework": ["dummy"]}
     spec, _ = new_sweep(tmp_path, tmp_path_factory, "browse", grid=grid)
     done = run_sweeper("run", spec, "--figures")  # the parent run's report.html has them

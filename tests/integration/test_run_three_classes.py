@@ -1,11 +1,14 @@
-"""Three classes end to end, from JSON Lines with a tokenizer trained by sweeper.
+"""Three classes end to end, from JSON Lines with a tokenizer trained by sweeper, selected
+and summarized on macro-F1.
 
 A researcher's shape of data: `train/valid/test.jsonl` with string labels and multi-line
-texts, `unlabeled.jsonl`, `labels: auto`, `model.tokenizer.train`. A real sweep (Ray,
-MLflow, the fairseq and HF trainers) of one random-init trial per framework must build
-3-way heads, record accuracies that are exact fractions of the splits, log the trained
-vocabulary and the class order, and `summarize --evaluate` must reload both best
-checkpoints and re-measure exactly the recorded test accuracy.
+texts, `unlabeled.jsonl`, `labels: auto`, `model.tokenizer.train`, `select.metric:
+valid_macro_f1`. A real sweep (Ray, MLflow, the fairseq and HF trainers) of one
+random-init trial per framework must build 3-way heads, record accuracies that are exact
+fractions of the splits and macro-F1 (per class too) at every evaluation, keep the
+checkpoint of the best validation macro-F1, log the trained vocabulary and the class
+order; `summarize --metric macro_f1 --evaluate` must reload both best checkpoints and
+re-measure exactly the recorded test macro-F1 and accuracy.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import pytest
 import yaml
 
 from sweeper import record_names
-from tests.support.sweeps import artifacts, run_sweeper, runs_by_role
+from tests.support.sweeps import artifacts, history, run_sweeper, runs_by_role
 
 pytestmark = pytest.mark.integration
 
@@ -79,6 +82,7 @@ def test_three_classes_from_jsonl_in_both_frameworks(tmp_path):
             "tokenizer": {"train": {"vocab_size": 60}},
         },
         "train": {"epochs": 2, "batch_size": 10, "lr": 0.005, "num_classes": 3},
+        "select": {"metric": "valid_macro_f1", "report": ["test_macro_f1", "test_accuracy"]},
         "grid": {"seed": [1], "init": ["random"], "framework": ["fairseq", "hf"]},
         "resources": {"cpu": 1},
         "max_concurrent": 2,
@@ -97,6 +101,18 @@ def test_three_classes_from_jsonl_in_both_frameworks(tmp_path):
         count_of(run.data.metrics[record_names.METRIC_BEST_TEST_ACC], SIZES["test"])
         profiles = [json.loads(i.dataset.profile) for i in run.inputs.dataset_inputs]
         assert profiles and all(p["labels"] == sorted(LABELS) for p in profiles)
+        metrics = run.data.metrics
+        for name in ("valid_macro_f1", "test_macro_f1", "test_accuracy"):
+            assert "best_" + name in metrics, (run.info.run_name, name)
+        valid = history(out, run.info.run_id, record_names.METRIC_VALID_MACRO_F1)
+        assert len(valid) == 2, valid  # one per epoch
+        best = max(valid, key=lambda point: (point[1], -point[0]))  # earliest of the best
+        assert metrics[record_names.METRIC_BEST_STEP] == best[0]
+        assert metrics["best_valid_macro_f1"] == best[1]
+        per_class = [history(out, run.info.run_id, f"test_f1_class{c}") for c in range(3)]
+        assert all(per_class), run.info.run_name
+    log = next((out / "trials").glob("fairseq-*/trainer.log")).read_text(encoding="utf-8")
+    assert '"valid_tp_c2"' in log and '"test_fn_c2"' in log  # the counts fairseq logged
     (parent_run,) = parent
     vocabulary = artifacts(out, parent_run.info.run_id, "vocabulary")
     assert {Path(p).name for p in vocabulary} == {"sentencepiece.model", "dict.txt"}
@@ -109,13 +125,22 @@ def test_three_classes_from_jsonl_in_both_frameworks(tmp_path):
     assert heads == {"fairseq": 3, "hf": 3}, heads
 
     report = tmp_path / "report"
-    checked = run_sweeper("summarize", spec, "--evaluate", "--no-log", "--out", report)
+    checked = run_sweeper(
+        "summarize", spec, "--metric", "macro_f1", "--evaluate", "--no-log", "--out", report
+    )
     assert checked.returncode == 0, checked.stdout[-2000:] + checked.stderr[-2000:]
-    assert "2 of 2 agree." in checked.stdout
+    assert "2 of 2 agree, exactly" in checked.stdout
+    summary = json.loads((report / "summary.json").read_text(encoding="utf-8"))
+    assert summary["selection"]["metric"] == "valid_macro_f1"
+    trial_rows = {t["run_id"]: t for t in summary["trials"]}
     evaluated = json.loads((report / "evaluation.json").read_text(encoding="utf-8"))
     assert {row["framework"] for row in evaluated} == {"fairseq", "hf"}
     for row in evaluated:
         assert row["agrees"] and row["exact"] and row["measured"] == row["recorded"], row
+        assert trial_rows[row["run_id"]]["test_macro_f1"] == row["measured"]
+    table1 = (report / "table1.md").read_text(encoding="utf-8")
+    for row in trial_rows.values():
+        assert f"{row['test_macro_f1']:.2f}" in table1
 
 
 def _head_rows(trials: Path) -> dict[str, int]:

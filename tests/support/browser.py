@@ -26,14 +26,22 @@ def _find(env: str, *names: str) -> str | None:
     return os.environ.get(env) or next(filter(None, map(shutil.which, names)), None)
 
 
-@contextlib.contextmanager
-def chrome(width: int = 1600, height: int = 1000) -> Iterator[Any]:
-    """A headless Chromium WebDriver, quit on exit."""
-    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
+def require_chrome() -> tuple[str, str]:
+    """The Chromium and chromedriver binaries, or skip the test (before it spends time on
+    a sweep it could not look at)."""
+    pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
     browser = _find("SWEEPER_CHROMIUM", "chromium", "chromium-browser", "google-chrome")
     driver = _find("SWEEPER_CHROMEDRIVER", "chromedriver")
     if not browser or not driver:
         pytest.skip("no chromium/chromedriver: `make browser` installs them (Debian)")
+    return browser, driver
+
+
+@contextlib.contextmanager
+def chrome(width: int = 1600, height: int = 1000) -> Iterator[Any]:
+    """A headless Chromium WebDriver, quit on exit."""
+    browser, driver = require_chrome()
+    from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
