@@ -55,6 +55,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 # --- a. trainer processes killed mid-run ---------------------------------------------------
 
 
+@pytest.mark.soak  # a multi-minute scenario: `make reliability` runs it
 def test_trainers_killed_mid_run_resume_from_their_last_checkpoint(tmp_path, tmp_path_factory):
     seeds, killed_seeds = list(range(1, 9)), (2, 5, 7)
     spec, out = new_sweep(

@@ -147,6 +147,7 @@ def _wait_for(path: Path, text: str, proc: subprocess.Popen, timeout: float) -> 
     pytest.fail(f"timed out waiting for {text!r}")
 
 
+@pytest.mark.soak  # a multi-minute scenario: `make reliability` runs it
 def test_killed_search_resumes_its_study(tmp_path, tmp_path_factory):
     spec, out = _sweep(
         tmp_path,

@@ -31,6 +31,7 @@ pytestmark = pytest.mark.integration
 SLOW = {"*": {"sleep_per_step": 0.3}}
 
 
+@pytest.mark.soak  # a multi-minute scenario: `make reliability` runs it
 def test_a_second_driver_is_refused_naming_the_first(tmp_path, tmp_path_factory):
     spec, out = new_sweep(
         tmp_path, tmp_path_factory, "twodrivers", grid={"seed": [1, 2, 3, 4]}, max_concurrent=1
