@@ -21,18 +21,11 @@ import pytest
 import yaml
 
 from sweeper import record_names
-from tests.support.sweeps import base_spec, history, run_sweeper, runs_by_role
+from tests.support.sweeps import base_spec, count_of, history, run_sweeper, runs_by_role
 
 pytestmark = pytest.mark.integration
 
 VALID, TEST = 187, 189
-
-
-def count_of(value: float, total: int) -> int:
-    """The integer k with `100.0 * k / total == value` exactly; fails when there is none."""
-    count = round(value * total / 100)
-    assert 0 <= count <= total and 100.0 * count / total == value, (value, total)
-    return count
 
 
 def test_every_accuracy_is_an_exact_fraction_and_reloads_exactly(tmp_path):

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from sweeper import record_names
-from tests.support.sweeps import artifacts, history, run_sweeper, runs_by_role
+from tests.support.sweeps import artifacts, count_of, history, run_sweeper, runs_by_role
 
 pytestmark = pytest.mark.integration
 
@@ -50,12 +50,6 @@ def rows(split: str) -> list[dict[str, str]]:
 
 def write_jsonl(path: Path, items: list[dict[str, str]]) -> None:
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in items), "utf-8")
-
-
-def count_of(value: float, total: int) -> int:
-    count = round(value * total / 100)
-    assert 0 <= count <= total and 100.0 * count / total == value, (value, total)
-    return count
 
 
 def test_three_classes_from_jsonl_in_both_frameworks(tmp_path):

@@ -171,3 +171,10 @@ def assert_runs_carry_table1(spec: Path, runs: list[Any]) -> None:
         assert metrics[record_names.METRIC_BEST_TEST_ACC] == row["test_accuracy"], run.info.run_name
         assert metrics[record_names.METRIC_BEST_VALID_ACC] == row["best_valid_accuracy"]
         assert metrics[record_names.METRIC_BEST_STEP] == row["best_step"]
+
+
+def count_of(value: float, total: int) -> int:
+    """The integer k with `100.0 * k / total == value` exactly; fails when there is none."""
+    count = round(value * total / 100)
+    assert 0 <= count <= total and 100.0 * count / total == value, (value, total)
+    return count
