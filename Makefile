@@ -18,11 +18,13 @@ STAMP  := $(VENV)/.installed
 #   sdist (sha256 checked) without them, against this venv's numpy, Cython and torch, and
 #   caches the wheel in ~/.cache/sweeper/wheels. It is installed with --no-deps: its
 #   metadata declares torchaudio (no CPU build exists; text training never imports it).
-# - Nothing is byte-compiled at install (pip --no-compile; uv's default); Python compiles
-#   each module the first time it is imported instead.
+# - Everything is byte-compiled at install (pip's default; uv's --compile-bytecode): where
+#   $PYTHONDONTWRITEBYTECODE is set (these machines and CI set it), Python never writes
+#   bytecode at import, and every trainer, Ray worker and CLI process would compile torch,
+#   Ray, transformers and MLflow from source again.
 TORCH   := torch==2.13.0
 UV      := uv==0.13.9
-UV_PIP   = $(BIN)/uv pip install --python $(BIN)/python
+UV_PIP   = $(BIN)/uv pip install --compile-bytecode --python $(BIN)/python
 
 .PHONY: install test test-fast lint format demo bench clean reliability browser spec-doc
 
@@ -30,7 +32,7 @@ install: $(STAMP)
 
 $(STAMP): pyproject.toml Makefile tools/fairseq_wheel.py
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --no-compile $(TORCH) $(UV)
+	$(BIN)/pip install $(TORCH) $(UV)
 	$(UV_PIP) -e '.[dev]'
 	wheel=$$($(BIN)/python tools/fairseq_wheel.py) && $(UV_PIP) --no-deps "$$wheel"
 	$(BIN)/python -c "import fairseq, fairseq.data.data_utils_fast, torch, transformers, ray, mlflow, peft, optuna"
