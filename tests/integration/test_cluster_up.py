@@ -303,6 +303,7 @@ def _alive(pid: int) -> bool:
     return stat[stat.rindex(")") + 2] != "Z"
 
 
+@pytest.mark.soak  # a multi-minute scenario: `make reliability` runs it
 def test_token_auth_admits_only_clients_with_the_token(tmp_path: Path):
     """`--auth token` (the default off loopback), tried on loopback: `up` makes the
     token, Ray's CLI works with it and the printed mode, and is refused without it."""

@@ -327,6 +327,7 @@ def test_a_tracking_server_down_past_the_bound_stops_the_sweep_then_resume_recor
 # --- e. the artifact store refuses one trial's upload --------------------------------------
 
 
+@pytest.mark.soak  # a multi-minute scenario: `make reliability` runs it
 def test_a_failed_artifact_upload_fails_the_trial(tmp_path, tmp_path_factory):
     """The blocker is a regular file where the run's artifact folder must be: tests run
     as root, who ignores permission bits (chmod would not stop the write) but cannot

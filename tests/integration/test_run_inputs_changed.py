@@ -20,6 +20,7 @@ from tests.support.sweeps import new_sweep, run_sweeper, runs_by_role, shared
 pytestmark = pytest.mark.integration
 
 
+@pytest.mark.soak  # a multi-minute scenario: `make reliability` runs it
 def test_resume_with_other_inputs_exits_2_naming_them(tmp_path, tmp_path_factory):
     corpus = tmp_path / "corpus"  # a copy this test may edit
     shutil.copytree(shared(tmp_path_factory)["corpus"], corpus)

@@ -50,6 +50,7 @@ def _trial_log(out: Path, seed: int) -> Path:
     return next((out / "trials").glob(f"dummy-random-full-s{seed}-*/trainer.log"))
 
 
+@pytest.mark.soak  # a multi-minute scenario: `make reliability` runs it
 def test_killed_driver_then_resume(tmp_path, tmp_path_factory):
     spec, out = new_sweep(tmp_path, tmp_path_factory, "resume", grid={"seed": [1, 2, 3, 4]})
     log = tmp_path / "first.log"

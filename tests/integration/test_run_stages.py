@@ -79,6 +79,7 @@ def _command(folder: Path) -> str:
     return (folder / record_names.TRAINER_LOG_FILE).read_text(encoding="utf-8").splitlines()[0]
 
 
+@pytest.mark.soak  # a multi-minute scenario: `make reliability` runs it
 def test_a_failed_pretraining_fails_only_the_pretrained_trials(tmp_path, tmp_path_factory):
     spec, out = _spec(tmp_path, tmp_path_factory, "broken")
     (out / "pretrained").write_text("a file where the stage writes its folder")
