@@ -184,3 +184,33 @@ def test_the_arithmetic_on_its_own():
     assert needed(6, {"a": 3, "b": 5}, rates) is None  # b needs a trial and has no rate
     assert USD.of(3600.0, 3600.0) == pytest.approx(2.54)
     assert amount(1234.5) == "1,234.50" and amount(0.01234) == "0.0123"
+
+
+def test_a_summary_without_the_spec_reads_the_prices_the_sweep_run_recorded(tmp_path):
+    import json
+
+    from mlflow import MlflowClient
+
+    from sweeper.spec.load import validate_mapping
+    from sweeper.summarize import summarize
+    from sweeper.tracking.sweep_run import open_sweep_run, record_sweep
+    from tests.support.specs import minimal_spec
+
+    spec = validate_mapping(
+        {**minimal_spec(), "cost": {"gpu_hour": 2.5, "currency": "EUR"}}, "s.yaml", tmp_path
+    )
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.create_experiment(spec.name, artifact_location=tmp_path.as_uri())
+    parent = open_sweep_run(client, experiment, spec)
+    (tmp_path / "s.yaml").write_text("name: t\n")
+    record_sweep(client, parent, spec, tmp_path / "s.yaml", trials=1)
+    assert json.loads(client.get_run(parent).data.tags[rn.TAG_COST])["currency"] == "EUR"
+    tags = {rn.TAG_ROLE: rn.ROLE_TRIAL, rn.TAG_SWEEP: spec.name, "mlflow.parentRunId": parent}
+    trial = client.create_run(experiment, tags=tags).info.run_id
+    client.log_metric(trial, rn.METRIC_COST_ATTEMPTS, 1.0, step=1)
+    client.log_metric(trial, rn.METRIC_COST_GPU, 7200.0, step=1)
+    summary = summarize(spec.name, f"sqlite:///{tmp_path / 'mlflow.db'}")  # no spec
+    assert summary.cost is not None and summary.cost.prices == Prices(0.0, 2.5, "EUR")
+    assert summary.cost.money(summary.cost.total) == pytest.approx(5.0)
+    unpriced = summarize(spec.name, f"sqlite:///{tmp_path / 'mlflow.db'}", prices=None)
+    assert unpriced.cost is not None and unpriced.cost.prices is None

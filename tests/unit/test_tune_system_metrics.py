@@ -100,3 +100,29 @@ def test_every_report_carries_the_attempts_cpu_time_so_far():
         reporter.on_event(_event(step, split))
     assert [r[record_names.REPORT_CPU_TIME] for r in sent] == [0.5, 1.0]  # one sample each
     assert all(r[record_names.REPORT_GPU_TIME] is None for r in sent)  # no GPU sampled
+
+
+def test_gpu_busy_time_sums_each_samples_utilization_over_the_time_since_the_last(
+    monkeypatch,
+):
+    import sweeper.tune.system_metrics as system_metrics
+
+    now = [100.0]
+    monkeypatch.setattr(system_metrics, "visible_gpus", lambda: ["gpu0", "gpu1"])
+    monkeypatch.setattr(
+        system_metrics,
+        "_gpu_values",
+        lambda handles: {
+            "gpu_0_utilization_percentage": 50.0,
+            "gpu_0_memory_usage_megabytes": 10.0,
+            "gpu_1_utilization_percentage": 25.0,
+        },
+    )
+    monkeypatch.setattr(system_metrics.time, "monotonic", lambda: now[0])
+    sampler = SystemSampler(interval_s=60)
+    assert sampler.gpu_seconds == 0.0
+    now[0] = 104.0
+    sampler.sample()
+    now[0] = 110.0
+    sampler.sample()
+    assert sampler.gpu_seconds == (0.5 + 0.25) * 10  # two GPUs, 10 s
