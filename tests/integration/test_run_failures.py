@@ -6,8 +6,8 @@ fails past its retries. The sweep goes on, exits 1 (Table 2 counts s3 as failed)
 MLflow holds exactly one run per key: s1 and s2 FINISHED with every metric step logged
 once, s3 FAILED with the trainer's error tail as tag and as error.txt. Each run's cost
 ledger holds its attempts (s2's first and both of s3's lost), and the summary's hours
-and money are the sum of the attempts' recorded seconds; a `--resume` runs s3 again and
-adds its two new attempts to the two it had.
+and money, and the parent run's totals, are the sum of the attempts' recorded seconds.
+(A `--resume` adding to a run's ledger: tests/unit/test_engine.py, on a real store.)
 """
 
 from __future__ import annotations
@@ -108,14 +108,6 @@ def test_retry_from_checkpoint_and_failure_past_retries(tmp_path, tmp_path_facto
     assert "Cost: " in done.stdout and "CPU-h" in done.stdout  # printed with the summary
     (parent,) = runs_by_role(out, "faults")[0]  # the run's report put the totals there
     assert parent.data.metrics[record_names.METRIC_COST_CPU] == pytest.approx(held)
-
-    again = run_sweeper("run", spec, "--resume", extra=extra)  # s3 again: two more attempts
-    assert again.returncode == 1, again.stderr[-3000:]
-    resumed = _attempts(out, failed.info.run_id)
-    assert resumed[:2] == attempts[3] and [lost for _, _, lost in resumed] == [1.0] * 4
-    totals = client_for(out).get_run(failed.info.run_id).data.metrics
-    assert totals[record_names.METRIC_COST_ATTEMPTS] == 4
-    assert totals[record_names.METRIC_COST_CPU] == pytest.approx(sum(c for _, c, _ in resumed))
 
 
 def _attempts(out: Path, run_id: str) -> list[tuple[float, float, float]]:
