@@ -20,7 +20,8 @@ MLflow layout:
   parent run  = the sweep, tagged `sweeper.role=sweep`
   child run   = one trial, tagged `sweeper.role=trial` and `mlflow.parentRunId`
   metrics     = METRIC_NAMES at step = update number; BEST_METRIC_NAMES once a trial
-                finishes; `system/...` samples (sweeper.tune.system_metrics)
+                finishes; `system/...` samples (sweeper.tune.system_metrics); `cost/...`
+                per attempt and in total (sweeper.tracking.cost_ledger)
 """
 
 from __future__ import annotations
@@ -155,6 +156,56 @@ TAG_SELECT = "sweeper.select"
 TAG_SEQUENTIAL_PLAN = "sweeper.sequential_plan"
 """Sweep runs of `sweeper run --until-decided`: the plan's JSON (`SequentialPlan`),
 set before the first look; the summary decides by it."""
+
+# The cost ledger (`sweeper.tracking.cost_ledger`): what each trial held and used, written
+# by the driver when an attempt ends. An attempt runs from Ray starting the trial to the
+# trial's end (finished, early-stopped, failed, retried, interrupted, preempted).
+# Per attempt, at step = attempt number (1, 2, ...):
+METRIC_ATTEMPT_WALL = "cost/attempt_wall_seconds"  # seconds the attempt held its resources
+METRIC_ATTEMPT_CPU = "cost/attempt_cpu_seconds"  # resources.cpu x wall
+METRIC_ATTEMPT_GPU = "cost/attempt_gpu_seconds"  # resources.gpu x wall
+METRIC_ATTEMPT_LOST = "cost/attempt_lost"  # 1: ended without ending its trial (work lost)
+METRIC_ATTEMPT_CPU_TIME = "cost/attempt_cpu_time_seconds"  # measured CPU time (process tree)
+METRIC_ATTEMPT_GPU_TIME = "cost/attempt_gpu_time_seconds"  # measured GPU busy time (NVML)
+ATTEMPT_METRICS = (
+    METRIC_ATTEMPT_WALL,
+    METRIC_ATTEMPT_CPU,
+    METRIC_ATTEMPT_GPU,
+    METRIC_ATTEMPT_LOST,
+    METRIC_ATTEMPT_CPU_TIME,
+    METRIC_ATTEMPT_GPU_TIME,
+)
+# Running totals over every attempt of the run (resumed sweeps included), at step = the
+# attempt number: a run's latest value is its total. The parent run holds the same names,
+# summed over the sweep's trial runs when a summary is logged to it.
+METRIC_COST_ATTEMPTS = "cost/attempts"
+METRIC_COST_LOST_ATTEMPTS = "cost/lost_attempts"
+METRIC_COST_WALL = "cost/wall_seconds"
+METRIC_COST_CPU = "cost/cpu_seconds"  # held CPU-seconds
+METRIC_COST_GPU = "cost/gpu_seconds"  # held GPU-seconds
+METRIC_COST_LOST_CPU = "cost/lost_cpu_seconds"  # held by lost attempts
+METRIC_COST_LOST_GPU = "cost/lost_gpu_seconds"
+METRIC_COST_CPU_TIME = "cost/cpu_time_seconds"  # measured
+METRIC_COST_GPU_TIME = "cost/gpu_time_seconds"  # measured, where a GPU was sampled
+COST_TOTALS = (
+    METRIC_COST_ATTEMPTS,
+    METRIC_COST_LOST_ATTEMPTS,
+    METRIC_COST_WALL,
+    METRIC_COST_CPU,
+    METRIC_COST_GPU,
+    METRIC_COST_LOST_CPU,
+    METRIC_COST_LOST_GPU,
+    METRIC_COST_CPU_TIME,
+    METRIC_COST_GPU_TIME,
+)
+REPORT_CPU_TIME = "cpu_time_seconds"
+"""Tune report field: CPU seconds the trial's process tree used since this attempt
+started (`sweeper.tune.system_metrics.SystemSampler.cpu_seconds`)."""
+REPORT_GPU_TIME = "gpu_time_seconds"
+"""Tune report field: GPU busy seconds of this attempt, from sampled utilization; absent
+when no GPU is visible to the trial."""
+TAG_COST = "sweeper.cost"
+"""Sweep runs whose spec sets `cost:`: its JSON (prices), for `summarize --experiment`."""
 
 # Artifacts of a trial run.
 ARTIFACT_BEST_CHECKPOINT = "checkpoints/best"

@@ -4,7 +4,10 @@ Three trials, `retries: 1`: s1 runs clean; s2 crashes once at step 15 (after its
 step-10 checkpoint) and is retried from that checkpoint; s3 crashes every time and
 fails past its retries. The sweep goes on, exits 1 (Table 2 counts s3 as failed), and
 MLflow holds exactly one run per key: s1 and s2 FINISHED with every metric step logged
-once, s3 FAILED with the trainer's error tail as tag and as error.txt.
+once, s3 FAILED with the trainer's error tail as tag and as error.txt. Each run's cost
+ledger holds its attempts (s2's first and both of s3's lost), and the summary's hours
+and money, and the parent run's totals, are the sum of the attempts' recorded seconds.
+(A `--resume` adding to a run's ledger: tests/unit/test_engine.py, on a real store.)
 """
 
 from __future__ import annotations
@@ -28,7 +31,9 @@ pytestmark = pytest.mark.integration
 
 
 def test_retry_from_checkpoint_and_failure_past_retries(tmp_path, tmp_path_factory):
-    spec, out = new_sweep(tmp_path, tmp_path_factory, "faults", grid={"seed": [1, 2, 3]})
+    spec, out = new_sweep(
+        tmp_path, tmp_path_factory, "faults", grid={"seed": [1, 2, 3]}, cost={"cpu_hour": 0.04}
+    )
     marker = tmp_path / "s2-crashed-once"
     extra = {
         "random-full-s2": {"fail_at_step": 15, "fail_once_marker": str(marker)},
@@ -79,3 +84,37 @@ def test_retry_from_checkpoint_and_failure_past_retries(tmp_path, tmp_path_facto
     assert "trainer.log" in artifacts(out, failed.info.run_id)  # uploaded despite the failure
     # the steps it made before failing are in its run too
     assert [s for s, _ in history(out, failed.info.run_id, record_names.METRIC_VALID_ACC)] == [10]
+
+    # The cost ledger: every attempt, lost ones included, summed into the summary.
+    attempts = {seed: _attempts(out, by_seed[seed].info.run_id) for seed in (1, 2, 3)}
+    assert [lost for _, _, lost in attempts[1]] == [0.0]
+    assert [lost for _, _, lost in attempts[2]] == [1.0, 0.0]  # the crash, then the retry
+    assert [lost for _, _, lost in attempts[3]] == [1.0, 1.0]  # failed past its retries
+    for seed, rows in attempts.items():
+        assert all(wall > 0 and cpu == wall for wall, cpu, _ in rows)  # resources.cpu: 1
+        totals = by_seed[seed].data.metrics
+        assert totals[record_names.METRIC_COST_CPU] == pytest.approx(sum(c for _, c, _ in rows))
+        assert totals[record_names.METRIC_COST_ATTEMPTS] == len(rows)
+    assert by_seed[1].data.metrics[record_names.METRIC_COST_CPU_TIME] > 0  # measured
+    held = sum(cpu for rows in attempts.values() for _, cpu, _ in rows)
+    lost = sum(cpu for rows in attempts.values() for _, cpu, was in rows if was)
+    cost = summary["cost"]
+    assert cost["total"]["cpu_seconds"] == pytest.approx(held)
+    assert cost["total"]["lost_cpu_seconds"] == pytest.approx(lost)
+    assert (cost["total"]["attempts"], cost["total"]["lost_attempts"]) == (5, 3)
+    assert group["cpu_hours"] == pytest.approx(held / 3600)  # Table 2: the failed run too
+    assert group["cost"] == pytest.approx(0.04 * held / 3600) == cost["cost"]
+    assert group["gpu_hours"] is None  # no trial held a GPU
+    assert "Cost: " in done.stdout and "CPU-h" in done.stdout  # printed with the summary
+    (parent,) = runs_by_role(out, "faults")[0]  # the run's report put the totals there
+    assert parent.data.metrics[record_names.METRIC_COST_CPU] == pytest.approx(held)
+
+
+def _attempts(out: Path, run_id: str) -> list[tuple[float, float, float]]:
+    """(wall seconds, CPU-seconds held, lost) of each recorded attempt, in order."""
+    walls = history(out, run_id, record_names.METRIC_ATTEMPT_WALL)
+    cpus = history(out, run_id, record_names.METRIC_ATTEMPT_CPU)
+    lost = history(out, run_id, record_names.METRIC_ATTEMPT_LOST)
+    assert [s for s, _ in walls] == [s for s, _ in cpus] == [s for s, _ in lost]
+    assert [s for s, _ in walls] == list(range(1, len(walls) + 1))  # numbered, none twice
+    return [(w, c, x) for (_, w), (_, c), (_, x) in zip(walls, cpus, lost, strict=True)]

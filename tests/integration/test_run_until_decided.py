@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from sweeper import record_names
-from tests.support.sweeps import new_sweep, run_sweeper, runs_by_role
+from tests.support.sweeps import history, new_sweep, run_sweeper, runs_by_role
 
 pytestmark = pytest.mark.integration
 
@@ -111,6 +111,10 @@ def test_seeds_go_only_to_undecided_groups(tmp_path, tmp_path_factory):
     assert "adding seeds 5, 6 to 2 group(s): 4 trials" in done.stdout
     assert "--until-decided stopped: every comparison is decided" in done.stdout
     assert "trials run: 16; every group to --max-seeds 6 would have run 18" in done.stdout
+    assert "--until-decided spent: " in done.stdout
+    assert "--until-decided saved against every group at --max-seeds 6: 2 trials, about " in (
+        done.stdout
+    )
 
     parents, trials = runs_by_role(out, "decide")
     assert len(parents) == 1
@@ -162,6 +166,7 @@ def test_a_fixed_seed_sweep_keeps_the_fixed_n_table(tmp_path, tmp_path_factory):
         "fixed",
         grid={"seed": [1, 2, 3], "params": {"train.lr": [0.001, 0.1]}},
         train={"epochs": 1},
+        cost={"cpu_hour": 0.5, "currency": "EUR"},
     )
     done = run_sweeper("run", spec, extra=NOISE)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -171,3 +176,23 @@ def test_a_fixed_seed_sweep_keeps_the_fixed_n_table(tmp_path, tmp_path_factory):
     assert summary["plan"] is None
     (c,) = summary["comparisons"]
     assert c["rule"] == "Holm" and c["p_holm"] < 0.05 and c["decision"].endswith("] better")
+
+    # At an alpha it cannot reach, the comparison is undecided and its seeds needed is
+    # priced from the trials' recorded seconds: each group's held seconds per counted
+    # trial, times the seeds it lacks.
+    strict = run_sweeper("summarize", spec, "--format", "json", "--no-log", "--alpha", "1e-9")
+    (c,) = json.loads(strict.stdout)["comparisons"]
+    assert c["decision"] == "undecided" and c["seeds_needed"] > 3, c
+    held: dict[str, float] = {}
+    for run in runs_by_role(out, "fixed")[1]:
+        group = run.data.tags[record_names.TAG_GROUP]
+        attempts = history(out, run.info.run_id, record_names.METRIC_ATTEMPT_CPU)
+        held[group] = held.get(group, 0.0) + sum(v for _, v in attempts)
+    more = c["seeds_needed"] - 3
+    seconds = more * (held[c["group_a"]] + held[c["group_b"]]) / 3  # 3 counted per group
+    assert c["needed_trials"] == 2 * more
+    assert c["needed_cpu_hours"] == pytest.approx(seconds / 3600)
+    assert c["needed_cost"] == pytest.approx(0.5 * seconds / 3600) and c["currency"] == "EUR"
+    assert c["needed_gpu_hours"] is None
+    text = run_sweeper("summarize", spec, "--no-log", "--alpha", "1e-9").stdout
+    assert f"{c['seeds_needed']} (+{2 * more} trials, " in text and " EUR)" in text

@@ -204,6 +204,17 @@ def test_run_grid_records_every_fate_and_resume_runs_only_the_rest(
     assert run_grid(again, _inputs(tmp_path)) == 0
     assert fake_ray["keys"] == [bad, cut]  # the finished trial is not run again
     assert {client.get_run(runs[k].info.run_id).info.status for k in keys} == {"FINISHED"}
+    # Each run's cost ledger: the resumed driver numbered its attempts after the first
+    # driver's (failed and interrupted ones lost) and added them to the totals.
+    for key, lost in ((ok, [0.0]), (bad, [1.0, 0.0]), (cut, [1.0, 0.0])):
+        run_id = runs[key].info.run_id
+        attempts = client.get_metric_history(run_id, record_names.METRIC_ATTEMPT_LOST)
+        assert [(m.step, m.value) for m in attempts] == list(enumerate(lost, start=1)), key
+        held = client.get_metric_history(run_id, record_names.METRIC_ATTEMPT_CPU)
+        totals = client.get_run(run_id).data.metrics
+        assert totals[record_names.METRIC_COST_CPU] == pytest.approx(sum(m.value for m in held))
+        assert totals[record_names.METRIC_COST_ATTEMPTS] == len(lost)
+        assert totals[record_names.METRIC_COST_LOST_ATTEMPTS] == sum(lost)
 
 
 def test_a_store_down_past_the_bound_ends_with_exit_1_and_says_how_to_go_on(

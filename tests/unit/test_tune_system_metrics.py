@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+from sweeper import record_names
 from sweeper.trainers.events import MetricEvent
 from sweeper.tune.system_metrics import PREFIX, SystemSampler
 from sweeper.tune.trainable import POINTS, Reporter
@@ -34,11 +35,36 @@ def test_the_sampler_measures_the_process_tree_under_its_root():
     assert not sampler.due()  # just sampled, 60 s interval
 
 
+def test_cpu_time_counts_the_tree_live_and_its_children_once_ended():
+    spin = "import time\nend = time.process_time() + {}\nwhile time.process_time() < end: pass"
+    sampler = SystemSampler(interval_s=60)  # this process: children it waits for count
+    before = sampler.cpu_seconds()
+    child = subprocess.Popen([sys.executable, "-c", spin.format(30)])
+    try:
+        deadline, live = time.monotonic() + 20, before
+        while live < before + 0.5 and time.monotonic() < deadline:  # a busy machine
+            time.sleep(0.2)
+            live = sampler.cpu_seconds()  # the running child, read from its own times
+    finally:
+        child.kill()
+        child.wait()
+    subprocess.run([sys.executable, "-c", spin.format(0.8)], check=True)
+    ended = sampler.cpu_seconds()  # the ended children, through this process's children times
+    assert 0 <= before < 0.5
+    assert live > before + 0.5
+    assert ended > live + 0.7  # the second child's 0.8 s, the first one's kept too
+    assert sampler.gpu_seconds is None or sampler.gpu_seconds >= 0
+
+
 class FakeSampler:
     def __init__(self, due_at: set[int]):
         self.due_at = due_at
         self.step = 0
         self.calls = 0
+        self.gpu_seconds = None
+
+    def cpu_seconds(self) -> float:
+        return 0.5 * self.calls
 
     def due(self) -> bool:
         return self.step in self.due_at
@@ -64,3 +90,39 @@ def test_validation_points_are_sampled_and_train_events_only_when_due():
         reporter.on_event(_event(step, split))
     system = [(s, v) for report in sent for s, k, v in report[POINTS] if k.startswith(PREFIX)]
     assert system == [(3, 1.0), (5, 2.0)]  # due at train step 3, then the validation point
+
+
+def test_every_report_carries_the_attempts_cpu_time_so_far():
+    sent: list[dict] = []
+    sampler = FakeSampler(due_at=set())
+    reporter = Reporter(sent.append, node="n", sampler=sampler)  # type: ignore[arg-type]
+    for step, split in ((5, "valid"), (5, "test"), (10, "valid"), (10, "test")):
+        reporter.on_event(_event(step, split))
+    assert [r[record_names.REPORT_CPU_TIME] for r in sent] == [0.5, 1.0]  # one sample each
+    assert all(r[record_names.REPORT_GPU_TIME] is None for r in sent)  # no GPU sampled
+
+
+def test_gpu_busy_time_sums_each_samples_utilization_over_the_time_since_the_last(
+    monkeypatch,
+):
+    import sweeper.tune.system_metrics as system_metrics
+
+    now = [100.0]
+    monkeypatch.setattr(system_metrics, "visible_gpus", lambda: ["gpu0", "gpu1"])
+    monkeypatch.setattr(
+        system_metrics,
+        "_gpu_values",
+        lambda handles: {
+            "gpu_0_utilization_percentage": 50.0,
+            "gpu_0_memory_usage_megabytes": 10.0,
+            "gpu_1_utilization_percentage": 25.0,
+        },
+    )
+    monkeypatch.setattr(system_metrics.time, "monotonic", lambda: now[0])
+    sampler = SystemSampler(interval_s=60)
+    assert sampler.gpu_seconds == 0.0
+    now[0] = 104.0
+    sampler.sample()
+    now[0] = 110.0
+    sampler.sample()
+    assert sampler.gpu_seconds == (0.5 + 0.25) * 10  # two GPUs, 10 s

@@ -34,6 +34,7 @@ def summarise(
 
     from sweeper.selection import Selection
     from sweeper.summarize import SummarizeError, log_report, summarize, write_report
+    from sweeper.summarize.core import prices_of
     from sweeper.summarize.terminal import print_terminal
     from sweeper.tracking import experiment_name
     from sweeper.tracking.inputs import inputs_fingerprint
@@ -42,7 +43,7 @@ def summarise(
         summary = summarize(
             experiment_name(spec), uri, sweep=spec.name, client=client,
             inputs=inputs_fingerprint(spec), selection=Selection.of(spec.select),
-            margin=spec.compare.margin,
+            margin=spec.compare.margin, prices=prices_of(spec),
         )  # fmt: skip
     except SummarizeError as exc:
         print(f"warning: no summary: {exc}", file=sys.stderr)

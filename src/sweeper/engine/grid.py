@@ -57,6 +57,7 @@ def run_grid(
     beside the trials (`sweeper.engine.stage_graph`)."""
     from sweeper import record_names
     from sweeper.record_names import METRIC_NAMES
+    from sweeper.tracking.cost_ledger import CostLedger, recorded_totals
     from sweeper.tracking.inputs import inputs_fingerprint
     from sweeper.tracking.lineage import log_lineage, log_vocabulary, sweep_lineage
     from sweeper.tracking.outbox import Outbox, TrackingDown
@@ -85,13 +86,15 @@ def run_grid(
     log_lineage(client, [parent, *run_ids.values()], sweep_lineage(spec, inputs))
     log_vocabulary(client, parent, Path(inputs.hf_data).parent)
     metrics = MetricLog()
+    ledger = CostLedger(spec.resources.cpu, spec.resources.gpu)
     for run_id in plan.resume.values():  # what a killed driver had logged already
         metrics.seed(run_id, last_steps(client, run_id, METRIC_NAMES))
+        ledger.seed(run_id, recorded_totals(client, run_id))  # --resume adds to it
     uris = artifact_uris(client, run_ids.values())
     refs = {key: RunRef(run_id, uris[run_id]) for key, run_id in run_ids.items()}
     unfinished: list[str] = []
     if refs:
-        recorder = Recorder(client, run_ids, metrics, Outbox(log=_warn))
+        recorder = Recorder(client, run_ids, metrics, Outbox(log=_warn), ledger)
         try:
             unfinished = _run_on_ray(sweep, inputs, staged, refs, recorder, parent, pretrain_later)
         except TrackingDown as exc:

@@ -15,7 +15,9 @@ the record holds one run per key. Seeds, not trials, are the unit: both groups o
 comparison get the same new seeds, so the new trials pair.
 
 The final report says why the loop stopped and how many trials it saved against
-running every group to `--max-seeds`.
+running every group to `--max-seeds`; with a cost ledger, also what its trials held
+(and cost, with the spec's `cost:` prices) and about how much the saved trials would
+have held, at each group's recorded cost per counted trial.
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ def run_until_decided(options: RunOptions, spec: SweepSpec, budget: Budget) -> i
         count = min(budget.batch, budget.max_seeds - len(seeds))
         status = _run_batch(sweep, inputs, open_groups, _next_seeds(seeds, count))
     notes = [f"--until-decided stopped: {reason}", _saved(len(groups), budget, _keys(summary))]
+    notes += _spent_and_saved(summary, groups, budget)
     for line in notes:
         print(line, flush=True)
     summarise(spec, sweep.uri, sweep.client, notes, figures=options.figures)
@@ -140,6 +143,7 @@ def _run_batch(sweep: Sweep, inputs: SweepInputs, groups: set[str], seeds: list[
 def _summary(sweep: Sweep) -> Summary:
     from sweeper.selection import Selection
     from sweeper.summarize import summarize
+    from sweeper.summarize.core import prices_of
     from sweeper.tracking import experiment_name
     from sweeper.tracking.inputs import inputs_fingerprint
 
@@ -147,7 +151,7 @@ def _summary(sweep: Sweep) -> Summary:
     return summarize(
         experiment_name(spec), sweep.uri, sweep=spec.name, client=sweep.client,
         inputs=inputs_fingerprint(spec), selection=Selection.of(spec.select),
-        margin=spec.compare.margin,
+        margin=spec.compare.margin, prices=prices_of(spec),
     )  # fmt: skip
 
 
@@ -174,6 +178,22 @@ def _keys(summary: Summary) -> int:
     """Trial keys the sweep has run, counted or not (a key is one trial, retries included)."""
     keys = {t.trial_key for t in summary.trials}
     return len(keys | {n.trial_key for n in summary.not_counted if n.trial_key})
+
+
+def _spent_and_saved(summary: Summary, groups: set[str], budget: Budget) -> list[str]:
+    """What the loop's trials held (and cost), and what bringing every group to
+    `--max-seeds` would have held beyond them (`sweeper.summarize.spend`)."""
+    from sweeper.summarize.spend import until_decided_lines
+
+    ran = dict.fromkeys(groups, 0)
+    keys = {(t.group, t.trial_key) for t in summary.trials}
+    keys |= {(n.group, n.trial_key) for n in summary.not_counted if n.trial_key}
+    for group, _ in keys:
+        if group in ran:
+            ran[group] += 1
+    return [
+        f"--until-decided {line}" for line in until_decided_lines(summary, budget.max_seeds, ran)
+    ]
 
 
 def _saved(groups: int, budget: Budget, ran: int) -> str:

@@ -46,6 +46,7 @@ class SearchRun:
 def search_group(run: SearchRun, base: Trial, stamp: str) -> int | None:
     """One group's search, continuing its study; returns how many trials failed, or
     None if it was stopped before all its trials ended."""
+    from sweeper.tracking.cost_ledger import CostLedger
     from sweeper.tracking.outbox import Outbox
     from sweeper.tracking.recorder import MetricLog, Recorder
     from sweeper.tracking.study import completed, open_study, reconcile, study_name
@@ -68,7 +69,8 @@ def search_group(run: SearchRun, base: Trial, stamp: str) -> int | None:
         f"run ({min(len(stale), todo)} of them resumed); Optuna study {name!r}",
         flush=True,
     )
-    recorder = Recorder(run.store.client, {}, MetricLog(), Outbox())
+    ledger = CostLedger(run.spec.resources.cpu, run.spec.resources.gpu)
+    recorder = Recorder(run.store.client, {}, MetricLog(), Outbox(), ledger)
     with Progress({}) as progress:
         driver = _driver(run, base, recorder, progress)
         callback = _fit(run, driver, name, todo, len(study.trials), stamp)

@@ -38,6 +38,7 @@ from sweeper import record_names
 from sweeper.record_names import RunState, Stage, Status
 from sweeper.selection import Mode, is_better
 from sweeper.spec.schema import SweepSpec
+from sweeper.tracking.cost_ledger import recorded_totals
 from sweeper.tracking.recorder import Recorder, last_steps
 from sweeper.tracking.resume_sync import discard_run_copies
 from sweeper.tune.callback import TrackingCallback
@@ -139,6 +140,8 @@ class RunCreatingSearcher(Searcher):
             log_lineage(d.client, [run_id], d.lineage)
         else:  # a killed driver's trial, enqueued again: continue its run
             d.recorder.metrics.seed(run_id, last_steps(d.client, run_id, record_names.METRIC_NAMES))
+            if d.recorder.ledger is not None:  # its earlier attempts' cost, added to
+                d.recorder.ledger.seed(run_id, recorded_totals(d.client, run_id))
         d.existing[key] = run_id  # the same values sampled again: the same run
         d.recorder.runs[key] = run_id
         d.progress.views[key] = replace(d.view(trial), name=name)
@@ -200,6 +203,7 @@ class SearchCallback(TrackingCallback):
             super().on_trial_complete(iteration, trials, trial, **info)
             return
         key = trial.config[CONFIG_KEY]
+        self.recorder.attempt_ended(key, lost=False)  # stopped by decision: nothing redone
         self._early_stopped(self.recorder.runs[key])
         self.ended.add(key)
         view = self.progress.views[key]

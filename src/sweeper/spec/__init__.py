@@ -8,6 +8,7 @@
   train_block.py   `train:` and `lora:`: the recipe, and which fields axes may vary
   axes_block.py    `grid:` and `search:`: the axes crossed into trials, Optuna's space
   select_block.py  `select:` and `compare:`: the checkpoint that counts, the comparisons
+  cost_block.py    `cost:`: prices per GPU- and CPU-hour for the summary's cost lines
   load.py          `load_spec(path, overrides)`: YAML, `extends:`, `${ENV}`, dotted
                    overrides, paths; every problem reported at once as `SpecError`
   extends.py       the `extends:` rules and the chain of files a run records

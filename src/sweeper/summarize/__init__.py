@@ -14,6 +14,8 @@
   sequential.py   seeds added until decided: anytime-valid confidence sequences
   search.py       the search stage per group: best configuration, Optuna importances
   budget.py       expected best search score vs number of search trials (Dodge et al.)
+  costs.py        the cost ledger's totals summed (Spend), prices, "seeds needed" priced
+  spend.py        the ledger in the summary: Table 2's hours, the sweep's line, estimates
   cells.py        how a value reads in a cell (rounding, "n/a"), for tables and paragraph
   tables.py       the tables; markdown / CSV / JSON rendering of the same records
   paragraph.py    the results in words, quoting the tables' cells

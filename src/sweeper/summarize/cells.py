@@ -88,10 +88,41 @@ def plan_words(summary: Summary) -> str:
     return f"{plan.start} seeds, +{plan.batch} per look, at most {plan.max_seeds}"
 
 
+def amount(v: float) -> str:
+    """Resource-hours or money: 2 decimals from 1 up (`1,234.50`), 4 below (`0.0123`),
+    so a small sweep's hours do not read 0; nothing at all reads `0`."""
+    if v == 0:
+        return "0"
+    return f"{v:,.2f}" if abs(v) >= 1 else f"{v:.4f}"
+
+
+def needed_spend(row: dict[str, Any]) -> str:
+    """What an undecided comparison's seeds needed would take: `+18 trials, 0.0123
+    CPU-h` (GPU-hours and money where the row has them); '' without an estimate."""
+    if row.get("needed_trials") is None:
+        return ""
+    parts = [f"+{row['needed_trials']} trials", f"{amount(row['needed_cpu_hours'])} CPU-h"]
+    if row.get("needed_gpu_hours") is not None:
+        parts.append(f"{amount(row['needed_gpu_hours'])} GPU-h")
+    if row.get("needed_cost") is not None:
+        parts.append(f"{amount(row['needed_cost'])} {row.get('currency') or ''}".rstrip())
+    return ", ".join(parts)
+
+
+def seeds_needed(row: dict[str, Any]) -> str:
+    """Seeds per group, then what they would take: `12 (+18 trials, 0.0123 CPU-h)`."""
+    n = row.get("seeds_needed")
+    if n is None:
+        return NA
+    spend = needed_spend(row)
+    return f"{n} ({spend})" if spend else str(n)
+
+
 DIFFERENCE = field("diff", signed)
 CI_T = interval("ci_low", "ci_high")
 DECISION_INTERVAL = interval("decision_low", "decision_high")
 P_HOLM = field("p_holm", p_text)
 EQUIVALENT_WITHIN = field("equivalent_within", within_text)
-SEEDS_NEEDED = field("seeds_needed")
-"""The comparisons table's cells the results paragraph quotes."""
+SEEDS_NEEDED = seeds_needed
+"""The comparisons table's cells the results paragraph quotes (`SEEDS_NEEDED` as its
+two parts: the count, `field("seeds_needed")`, and `needed_spend`)."""

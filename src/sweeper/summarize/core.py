@@ -15,6 +15,7 @@ from sweeper import record_names
 from sweeper.record_names import Stage
 from sweeper.selection import Selection, base_name, metric_mode
 from sweeper.summarize.compare import compare
+from sweeper.summarize.costs import Prices
 from sweeper.summarize.decide import ALPHA, decide, with_aso
 from sweeper.summarize.mlflow_reader import SummarizeError, open_client
 from sweeper.summarize.records import (
@@ -29,12 +30,17 @@ from sweeper.summarize.search import load_search
 from sweeper.summarize.select import history_keys, left_out, screen, select
 from sweeper.summarize.sequential import decide_sequential
 from sweeper.summarize.source import MlflowSource, RunSource, SqliteReadFailed, open_source
+from sweeper.summarize.spend import sweep_cost, with_group_costs, with_needed
 from sweeper.summarize.stats import TALLIED, Bounds, group_stats
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
 
     from sweeper.spec.schema import SweepSpec
+
+
+RECORDED = "recorded"
+"""`summarize(prices=RECORDED)`: the prices the sweep run recorded (`sweeper.cost`)."""
 
 
 def summarize(
@@ -50,6 +56,7 @@ def summarize(
     selection: Selection | None = None,
     margin: float | None = None,
     metric: str | None = None,
+    prices: Prices | str | None = RECORDED,
 ) -> Summary:
     """Summarise the trial runs of `experiment` in the store at `tracking_uri`.
 
@@ -68,10 +75,11 @@ def summarize(
     reported first). `margin`: the equivalence margin D (None: the sequential plan's,
     if the sweep ran `--until-decided` with one). A sweep whose parent run holds a
     sequential plan is decided by `sweeper.summarize.sequential` at the plan's alpha;
-    any other by `sweeper.summarize.decide`. Raises SummarizeError for input the user
-    must fix.
+    any other by `sweeper.summarize.decide`. `prices`: what a resource-hour costs
+    (the spec's `cost:`, `prices_of`); by default the prices the sweep run recorded
+    (its `sweeper.cost` tag), if any. Raises SummarizeError for input the user must fix.
     """
-    args = (experiment, sweep, history_path, alpha, aso, inputs, selection, margin, metric)
+    args = (experiment, sweep, history_path, alpha, aso, inputs, selection, margin, metric, prices)
     source = open_source(tracking_uri, client)
     try:
         return _summarize(source, *args)
@@ -91,6 +99,7 @@ def _summarize(
     selection: Selection | None,
     margin: float | None,
     metric: str | None = None,
+    prices: Prices | str | None = RECORDED,
 ) -> Summary:
     if history_path != "auto" and isinstance(source, MlflowSource):
         source = MlflowSource(source.client, history_path)
@@ -156,6 +165,11 @@ def _summarize(
         )
     if aso:
         comparisons = with_aso(comparisons, trials)
+    if isinstance(prices, str):
+        prices = _recorded_prices(parent)
+    cost = sweep_cost([r for r in runs if r.role == record_names.ROLE_TRIAL], prices)
+    groups = with_group_costs(groups, cost)
+    comparisons = with_needed(comparisons, groups, cost)
     return Summary(
         experiment=experiment_name,
         experiment_id=experiment_id,
@@ -178,6 +192,7 @@ def _summarize(
         selection=selection,
         plan=plan,
         margin=margin,
+        cost=cost,
     )
 
 
@@ -187,6 +202,21 @@ def metric_ranges(metric: str) -> tuple[Bounds | None, Bounds | None]:
     if base_name(metric) in record_names.PERCENT_METRICS:
         return (0.0, 100.0), (-100.0, 100.0)
     return None, None
+
+
+def prices_of(spec: SweepSpec) -> Prices | None:
+    """The spec's `cost:` block as the summary's prices (None without one)."""
+    if spec.cost is None:
+        return None
+    return Prices(spec.cost.cpu_hour, spec.cost.gpu_hour, spec.cost.currency)
+
+
+def _recorded_prices(parent: RunRecord | None) -> Prices | None:
+    """The prices the sweep run recorded from its spec (`sweeper.cost`), if any."""
+    if parent is None or not parent.cost:
+        return None
+    data = json.loads(parent.cost)
+    return Prices(float(data["cpu_hour"]), float(data["gpu_hour"]), str(data["currency"]))
 
 
 def _plan(parent: RunRecord | None) -> SequentialPlan | None:
@@ -202,6 +232,7 @@ def summarize_spec(spec: SweepSpec, tracking_uri: str | None = None, **kwargs) -
 
     uri = tracking_uri or spec_store_uri(spec)
     kwargs.setdefault("selection", Selection.of(spec.select))
+    kwargs.setdefault("prices", prices_of(spec))
     return summarize(experiment_name(spec), uri, sweep=spec.name, **kwargs)
 
 

@@ -179,6 +179,7 @@ def record_of(
         report_digest=tags.get(record_names.TAG_REPORT_DIGEST),
         select=tags.get(record_names.TAG_SELECT),
         sequential_plan=tags.get(record_names.TAG_SEQUENTIAL_PLAN),
+        cost=tags.get(record_names.TAG_COST),
         precision=params.get(PARAM_PRECISION, "fp32"),
     )
 

@@ -5,7 +5,8 @@ decided by, and for each comparison: decided or not and which way, the differenc
 on how many seeds or pairs, the interval the decision was read from with its level,
 and the method (Holm-adjusted p beside the 95% t interval for fixed seeds; the
 Bonferroni t interval with a margin; the anytime-valid interval and its look after
-`--until-decided`), or for an undecided one the seeds estimated to decide it.
+`--until-decided`), or for an undecided one the seeds estimated to decide it, with the
+trials and resource-hours (and money) they would take where the sweep has a cost ledger.
 
 Nothing is computed here. Every number is rendered from the same record field by the
 same `sweeper.summarize.cells` function as the Table 2 or comparisons cell it
@@ -25,11 +26,11 @@ from sweeper.summarize.cells import (
     EQUIVALENT_WITHIN,
     NA,
     P_HOLM,
-    SEEDS_NEEDED,
     field,
     level_text,
     metric_format,
     n_ab,
+    needed_spend,
     plan_words,
 )
 from sweeper.summarize.records import Comparison, Summary
@@ -76,12 +77,14 @@ def comparison_sentence(summary: Summary, comparison: Comparison) -> str:
             f"{where}{a} and {b} are {comparison.decision} on {axis}: {difference} "
             f"({evidence}; the data support {supported})."
         )
-    needed = SEEDS_NEEDED(row)
+    needed, spend = field("seeds_needed")(row), needed_spend(row)
     tail = (
         f"an estimated {needed} seeds per group would decide it"
         if needed != NA
         else "the seeds that would decide it cannot be estimated from the observed effect"
     )
+    if spend:
+        tail += f" ({spend})"
     return f"{where}{a} vs {b} on {axis} is undecided: {difference} ({evidence}); {tail}."
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from sweeper.record_names import METRIC_BEST_PREFIX, METRIC_WALL_TIME
 from sweeper.selection import ACCURACY, Selection
+from sweeper.summarize.costs import SweepCost
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,8 @@ class RunRecord:
     """Sweep runs of a spec that sets `select:`: its JSON (sweeper.select)."""
     sequential_plan: str | None = None
     """Sweep runs of `--until-decided`: the plan's JSON (sweeper.sequential_plan)."""
+    cost: str | None = None
+    """Sweep runs of a spec with `cost:`: its prices' JSON (sweeper.cost)."""
 
     @property
     def variant(self) -> str:
@@ -187,6 +190,13 @@ class GroupStats:
     other_means: dict[str, float] = field(default_factory=dict)
     """Mean of each other reported test metric (`Selection.report[1:]`) over the
     group's counted trials, by logged name; empty for a classification sweep."""
+    cpu_hours: float | None = None
+    gpu_hours: float | None = None
+    """Resource-hours held by the group's runs, every attempt (lost ones, failed runs
+    included; `sweeper.summarize.costs`); None when no run has a cost ledger."""
+    cost: float | None = None
+    """Their price at the spec's `cost:` prices, in `currency`; None without prices."""
+    currency: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = _shallow(self)
@@ -287,6 +297,15 @@ class Comparison:
     aso: float | None = None
     """Almost Stochastic Order's epsilon_min (A over B; < 0.5: A dominates), with
     `sweeper summarize --aso` only."""
+    needed_trials: int | None = None
+    needed_cpu_hours: float | None = None
+    needed_gpu_hours: float | None = None
+    """With `seeds_needed`: the trials that would bring both groups to it, and the
+    resource-hours they would hold at each group's recorded seconds per counted trial
+    (`sweeper.summarize.costs.needed`); GPU-hours only when the sweep held a GPU."""
+    needed_cost: float | None = None
+    """Their price at the spec's `cost:` prices, in `currency`; None without prices."""
+    currency: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return _shallow(self)
@@ -356,6 +375,9 @@ class Summary:
     None for a sweep whose seeds were fixed in advance."""
     margin: float | None = None
     """The equivalence margin the comparisons were decided with (None: none)."""
+    cost: SweepCost | None = None
+    """What the sweep's trials held (their cost ledgers) and its price; None when no
+    trial run has a ledger."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready; the summary.json artifact and `--format json`."""
@@ -383,6 +405,7 @@ class Summary:
             "not_counted": [n.to_dict() for n in self.not_counted],
             "notes": list(self.notes),
             "search": [group.to_dict() for group in self.search],
+            "cost": None if self.cost is None else self.cost.to_dict(),
         }
 
 

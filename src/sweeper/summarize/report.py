@@ -98,6 +98,33 @@ def group_metrics(summary: Summary) -> dict[str, float]:
     return metrics
 
 
+def cost_metrics(summary: Summary) -> dict[str, float]:
+    """The sweep's cost-ledger totals under the trial runs' own names (`cost/...`, the
+    sums over every trial run of the sweep), and per group `summary/<group>/cpu_seconds`
+    and `gpu_seconds` (Table 2's hours, in seconds) and `cost` with prices."""
+    cost = summary.cost
+    if cost is None:
+        return {}
+    total = cost.total
+    metrics = {
+        record_names.METRIC_COST_ATTEMPTS: float(total.attempts),
+        record_names.METRIC_COST_LOST_ATTEMPTS: float(total.lost_attempts),
+        record_names.METRIC_COST_CPU: total.cpu_seconds,
+        record_names.METRIC_COST_GPU: total.gpu_seconds,
+        record_names.METRIC_COST_LOST_CPU: total.lost_cpu_seconds,
+        record_names.METRIC_COST_LOST_GPU: total.lost_gpu_seconds,
+        record_names.METRIC_COST_CPU_TIME: total.cpu_time_seconds,
+        record_names.METRIC_COST_GPU_TIME: total.gpu_time_seconds,
+    }
+    for group, spend in cost.groups.items():
+        metrics[metric_name(METRIC_PREFIX, group, "cpu_seconds")] = spend.cpu_seconds
+        metrics[metric_name(METRIC_PREFIX, group, "gpu_seconds")] = spend.gpu_seconds
+        money = cost.money(spend)
+        if money is not None:
+            metrics[metric_name(METRIC_PREFIX, group, "cost")] = money
+    return metrics
+
+
 def comparison_metrics(summary: Summary) -> dict[str, float]:
     """Per comparison (`summary/compare/<A - B>/<within>/...`): the difference, the
     decision interval and its look where the rule has them, and the decision as
@@ -160,7 +187,7 @@ def log_report(
     run_id = summary.parent_run_id
     for path in files:
         client.log_artifact(run_id, str(path), artifact_path=record_names.ARTIFACT_REPORT_DIR)
-    metrics = {**group_metrics(summary), **comparison_metrics(summary)}
+    metrics = {**group_metrics(summary), **comparison_metrics(summary), **cost_metrics(summary)}
     now = int(time.time() * 1000)
     entries = [Metric(key, value, now, 0) for key, value in metrics.items()]
     for start in range(0, len(entries), 1000):  # MLflow's log_batch limit

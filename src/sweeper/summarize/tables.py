@@ -29,6 +29,7 @@ from sweeper.summarize.cells import (
     NA,
     P_HOLM,
     SEEDS_NEEDED,
+    amount,
     field,
     interval,
     level_text,
@@ -42,6 +43,7 @@ from sweeper.summarize.cells import (
 )
 from sweeper.summarize.paragraph import results_paragraph
 from sweeper.summarize.records import Summary
+from sweeper.summarize.spend import sweep_line
 from sweeper.summarize.stats import BOOTSTRAP_MIN_N, wilcoxon_reachable
 from sweeper.tracking.links import experiment_url
 
@@ -118,7 +120,13 @@ def build_tables(summary: Summary) -> list[Table]:
         )
         + ": sample standard deviation, ddof=1; 95% CI of the mean: t distribution "
         f"and BCa bootstrap (from n = {BOOTSTRAP_MIN_N}); not counted: the group's failed, "
-        "diverged, early-stopped and unfinished runs)",
+        "diverged, early-stopped and unfinished runs"
+        + (
+            "; CPU-h, GPU-h: resource-hours the group's runs held, every attempt, lost ones "
+            "included)"
+            if summary.cost is not None
+            else ")"
+        ),
         (
             Column("Group", field("group"), numeric=False),
             Column("n", field("n")),
@@ -133,6 +141,7 @@ def build_tables(summary: Summary) -> list[Table]:
                 for name in sel.report[1:]
             ),
             Column("Mean best step", field("mean_best_step", lambda v: f"{v:.0f}")),
+            *_cost_columns(summary),
             Column("Trainable params", field("trainable_params", _params)),
             Column("Not counted", _outcomes, numeric=False),
             Column("Note", field("note"), numeric=False),
@@ -153,6 +162,20 @@ def build_tables(summary: Summary) -> list[Table]:
     )
     tables = [table1, table2, comparisons, not_counted]
     return [search_table(summary), budget_table(summary), *tables] if summary.search else tables
+
+
+def _cost_columns(summary: Summary) -> list[Column]:
+    """Table 2's resource-hours (GPU-hours when any trial held a GPU) and price (with
+    the spec's `cost:`); none when no trial run has a cost ledger."""
+    cost = summary.cost
+    if cost is None:
+        return []
+    columns = [Column("CPU-h", field("cpu_hours", amount))]
+    if cost.gpu:
+        columns.append(Column("GPU-h", field("gpu_hours", amount)))
+    if cost.prices is not None:
+        columns.append(Column(f"Cost ({cost.prices.currency})", field("cost", amount)))
+    return columns
 
 
 def comparisons_table(summary: Summary) -> Table:
@@ -182,6 +205,12 @@ def comparisons_table(summary: Summary) -> Table:
         + (f"; equivalence margin ±{summary.margin:g}" if summary.margin is not None else "")
         + "; P(A>B): share of seeds A wins, 95% Wilson interval; d_z: mean over std of the "
         "differences; seeds needed: estimated from the observed effect"
+        + (
+            ", with the trials that would bring both groups to it and the resource-hours "
+            "they would hold at each group's recorded cost per counted trial"
+            if summary.cost is not None
+            else ""
+        )
     )
     columns = (
         Column("Axis", field("axis"), numeric=False),
@@ -306,6 +335,9 @@ def preamble(summary: Summary) -> list[str]:
         f"{_count(len(summary.groups), 'group')}, "
         f"{_count(len(summary.not_counted), 'run')} not counted",
     ]
+    cost = sweep_line(summary)
+    if cost is not None:
+        lines.append(cost)
     if summary.tracking_uri.startswith(("http://", "https://")):  # a UI is already there
         lines.append(f"MLflow UI: {experiment_url(summary.tracking_uri, summary.experiment_id)}")
     return lines + [f"note: {note}" for note in summary.notes]

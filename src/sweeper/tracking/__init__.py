@@ -12,6 +12,7 @@ the sweep wrote. MLflow itself is imported only inside the functions that talk t
   sweep_run.py    the parent run: spec, provenance, cluster
   recorder.py     the driver, sole writer of trial statuses/metrics/errors (deduplicated)
   outbox.py       the driver's writes, kept in order and retried while the store is away
+  cost_ledger.py  what each trial held and used, per attempt and in total (lost work too)
   inputs.py       what a sweep's trials compute from, and the check on --resume
   lineage.py      which prepared data a run trained and was measured on
   artifacts.py    the trial's own upload of its checkpoint and files

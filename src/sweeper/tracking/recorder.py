@@ -12,6 +12,11 @@ file, and for the checkpoint on disk).
 Trials report metric points as `[step, key, value]` triples (see `sweeper.tune`); this
 module knows nothing of Ray, so its rules are tested against a real MLflow store alone.
 
+With a `CostLedger` (`sweeper.tracking.cost_ledger`) it also times each attempt of a
+trial, from `started` to the call that ends it (`finished`, `failed`, `retrying`,
+`interrupted`, or `attempt_ended` for any other end), and logs what the attempt held
+and used.
+
 Every write goes through an `Outbox` (`sweeper.tracking.outbox`): in order, buffered
 and retried while the store is unreachable, so a restarted tracking server costs no
 point; `drain()` at the end of the sweep waits (bounded) for the last ones.
@@ -28,6 +33,8 @@ from sweeper.tracking.outbox import Outbox
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
+
+    from sweeper.tracking.cost_ledger import CostLedger
 
 ERROR_ARTIFACT = "error.txt"
 TAG_LIMIT = 8000  # mlflow.utils.validation.MAX_TAG_VAL_LENGTH
@@ -90,12 +97,15 @@ class Recorder:
         runs: Mapping[str, str],
         metrics: MetricLog,
         outbox: Outbox | None = None,
+        ledger: CostLedger | None = None,
     ):
         self.client = client
         self.runs = dict(runs)
         """trial key -> run id"""
         self.metrics = metrics
         self.outbox = outbox or Outbox()
+        self.ledger = ledger
+        """Times each attempt (None: no cost ledger is kept)."""
         self._node: dict[str, str] = {}
         """run id -> node last tagged: a retry on another node re-tags the run"""
         self._versions: dict[str, str] = {}
@@ -106,8 +116,12 @@ class Recorder:
         """run id -> the logged model made for it (one, however often the write retries)"""
 
     def started(self, key: str, ray_trial_id: str) -> None:
-        """A (re)start: the run is RUNNING again, whatever it was before."""
+        """A (re)start: the run is RUNNING again, whatever it was before. An attempt
+        still open (its end never reported) is closed as lost first."""
         run_id = self.runs[key]
+        if self.ledger is not None:
+            self.attempt_ended(key, lost=True)
+            self.ledger.open(run_id)
         self._tags(
             run_id,
             {
@@ -126,6 +140,12 @@ class Recorder:
         from mlflow.entities import Metric
 
         run_id = self.runs[key]
+        if self.ledger is not None:
+            self.ledger.measured(
+                run_id,
+                result.get(record_names.REPORT_CPU_TIME),
+                result.get(record_names.REPORT_GPU_TIME),
+            )
         tags: dict[str, str] = {}
         node = result.get("node")
         if node and self._node.get(run_id) != str(node):
@@ -164,6 +184,7 @@ class Recorder:
         the best checkpoint (`tracking.models`), or to the run alone if the store has
         no logged models."""
         run_id = self.runs[key]
+        self.attempt_ended(key, lost=False)
         best = self._best.pop(run_id, [])
         if best:
             self.outbox.put(f"best checkpoint of run {run_id}", lambda: self._model(key, best))
@@ -194,6 +215,7 @@ class Recorder:
         from sweeper.redact import redact
 
         run_id, error = self.runs[key], redact(error)
+        self.attempt_ended(key, lost=True)
         self.outbox.put(
             f"{ERROR_ARTIFACT} of run {run_id}",
             lambda: self.client.log_text(run_id, error, ERROR_ARTIFACT),
@@ -209,8 +231,30 @@ class Recorder:
         self._end(run_id, record_names.RunState.FAILED)
 
     def interrupted(self, key: str) -> None:
-        """The sweep stopped before this trial ended (Ctrl-C): KILLED, resumable."""
+        """The sweep stopped before this trial ended (Ctrl-C): KILLED, resumable; its
+        open attempt is lost work."""
+        self.attempt_ended(key, lost=True)
         self._end(self.runs[key], record_names.RunState.KILLED)
+
+    def retrying(self, key: str) -> None:
+        """The trial failed and Ray will start it again: this attempt is lost work."""
+        self.attempt_ended(key, lost=True)
+
+    def attempt_ended(self, key: str, lost: bool) -> None:
+        """Close the trial's open attempt, if any, and log what it held and used
+        (`sweeper.tracking.cost_ledger`); `lost`: it ended without ending its trial."""
+        run_id = self.runs[key]
+        points = self.ledger.close(run_id, lost) if self.ledger is not None else []
+        if not points:
+            return
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        metrics = [Metric(k, v, now, s) for s, k, v in points]
+        self._put(
+            f"cost of attempt {points[0][0]} of run {run_id}",
+            self.client.log_batch, run_id, metrics=metrics, synchronous=True,
+        )  # fmt: skip
 
     def check(self) -> None:
         """Raise TrackingDown if the store has stayed unreachable past the bound."""

@@ -76,6 +76,8 @@ def record_sweep(
     selection = Selection.of(spec.select)
     if not selection.is_default():  # no tag means the default (classification) selection
         tags[record_names.TAG_SELECT] = selection.to_json()
+    if spec.cost is not None:  # prices for a summary made without the spec
+        tags[record_names.TAG_COST] = json.dumps(spec.cost.model_dump(mode="json"), sort_keys=True)
     versions = package_versions()
     _note_version_changes(client, run_id, versions)
     tags.update({TAG_VERSION_PREFIX + name: version for name, version in versions.items()})

@@ -1,7 +1,11 @@
 """The Tune callback through which the driver records every trial's fate.
 
 It translates Tune's events (start, result, recover, complete, error) into calls on
-the Recorder (MLflow) and the Progress view. Deliberately not Ray's
+the Recorder (MLflow) and the Progress view. The same events bound each attempt of a
+trial for the cost ledger (`sweeper.tracking.cost_ledger`): Tune calls `on_trial_start`
+once the trial's resources are placed and its actor runs, and one of recover, complete
+or error when that actor's attempt is over, so the driver times what each attempt
+held without the trial sending anything. Deliberately not Ray's
 `MLflowLoggerCallback`: that one opens a new MLflow run each time a trial is restored,
 which would break "one trial key, one run"; here the run of each key was fixed before
 Tune started.
@@ -72,6 +76,7 @@ class TrackingCallback(Callback):
 
     def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         key = trial.config[CONFIG_KEY]
+        self.recorder.retrying(key)
         self.progress.retrying(key, trial.num_failures, first_line(error_text(trial)))
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:

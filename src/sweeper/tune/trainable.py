@@ -139,7 +139,8 @@ class Reporter:
         node, or resumed after an upgrade, is recorded with what it last ran on."""
         self._sampler = sampler
         """System metrics (`tune.system_metrics`): sampled at validation events and,
-        between them, at train events once its interval has passed."""
+        between them, at train events once its interval has passed; every report
+        carries the attempt's CPU (and GPU) time so far from it."""
         self._points: list[list[Any]] = []
         self._evaluations: list[MetricEvent] = []
         """every valid and test event, replayed ones included: the best checkpoint's"""
@@ -233,6 +234,9 @@ class Reporter:
 
     def _send(self, metrics: dict[str, Any]) -> None:
         metrics.update({POINTS: self._points, "node": self._node, "versions": self._versions})
+        if self._sampler is not None:  # this attempt's use so far, for the cost ledger
+            metrics[record_names.REPORT_CPU_TIME] = self._sampler.cpu_seconds()
+            metrics[record_names.REPORT_GPU_TIME] = self._sampler.gpu_seconds
         metrics[CORRECTIONS] = self._corrections
         self._points, self._corrections = [], []
         self._report(metrics)
