@@ -52,6 +52,12 @@ TAG_SEARCH_PARAMS = "sweeper.search_params"  # search/confirm trials: JSON of th
 TAG_INPUTS = "sweeper.inputs"  # parent and trial runs: JSON {input: digest}, tracking/inputs.py
 TAG_REPORT_DIGEST = "sweeper.report_digest"  # sweep runs: digest of the summary last logged to it
 TAG_VERSIONS = "sweeper.versions"  # trial runs: JSON {package: version} on the node that trained
+TAG_PREEMPTIONS = (
+    "sweeper.preemptions"  # trial runs: how often the trial was preempted (and resumed)
+)
+TAG_PREEMPTED_ON = (
+    "sweeper.preempted_on"  # trial runs: JSON [[step, node], ...], one per preemption
+)
 
 # Tags on the sweep (parent) run of a sweep with a search block.
 TAG_SEARCH_METRIC = "sweeper.search_metric"  # e.g. "valid_accuracy"
@@ -223,6 +229,7 @@ ARTIFACT_REPORT_DIR = "report"
 # Files in a trial's local output folder (what `sweeper trial --out DIR` writes).
 EVENTS_FILE = "events.jsonl"
 TRAINER_LOG_FILE = "trainer.log"
+PREEMPTIONS_FILE = "preemptions.jsonl"  # a trial's preemptions, one JSON object per line
 TRIAL_CONFIG_FILE = "trial.json"
 CHECKPOINT_DIR = "checkpoints"
 RESULT_FILE = "result.json"

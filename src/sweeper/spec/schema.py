@@ -94,6 +94,11 @@ class SweepSpec(Strict):
     """Trials running at once; None: as many as the resources allow."""
     retries: int = Field(2, ge=0)
     """Times a failing trial is retried from its last checkpoint."""
+    preemptions: int = Field(10, ge=0)
+    """Times a trial may be preempted (its node drained for preemption, or its trainer
+    sent SIGTERM) and resume elsewhere from the checkpoint it saved on the notice;
+    these do not count against `retries`. The preemption past this bound fails the
+    trial (a failure, which `retries` may then retry)."""
     sync_every: int = Field(1, ge=0)
     """Validation points between copies of a trial's last checkpoint (and events) to its
     run's artifacts, so that a retry on another node resumes from there instead of step

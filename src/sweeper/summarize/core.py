@@ -146,6 +146,7 @@ def _summarize(
     notes.extend(_tuned_seeds(runs, trials))
     counted = {t.run_id for t in trials}
     notes.extend(_mixed_versions([r for r in candidates if r.run_id in counted]))
+    notes.extend(_preempted(candidates))
     parent = _pick_parent(parents, [r for r in candidates if r.run_id in counted])
     if parent is None:
         notes.append(f"no parent run tagged {record_names.TAG_ROLE}={record_names.ROLE_SWEEP}")
@@ -251,6 +252,20 @@ def _mixed_versions(counted: Sequence[RunRecord]) -> list[str]:
         + ", ".join(f"{version} ({n} run(s))" for version, n in sorted(c.items()))
         for name, c in sorted(seen.items())
         if len(c) > 1
+    ]
+
+
+def _preempted(runs: Sequence[RunRecord]) -> list[str]:
+    """Trials that were preempted and resumed from the checkpoint saved on the notice
+    (`tune.preemption`): their results stand; the line says how often it happened."""
+    hit = [r for r in runs if r.preemptions]
+    if not hit:
+        return []
+    times = sum(r.preemptions for r in hit)
+    names = ", ".join(f"{r.run_name} ({r.preemptions})" for r in hit)
+    return [
+        f"{len(hit)} trial(s) preempted {times} time(s) in all and resumed from the "
+        f"checkpoint saved on the notice: {names}"
     ]
 
 

@@ -176,6 +176,7 @@ def record_of(
         search_params=tags.get(record_names.TAG_SEARCH_PARAMS),
         inputs=tags.get(record_names.TAG_INPUTS),
         versions=tags.get(record_names.TAG_VERSIONS),
+        preemptions=_int(tags.get(record_names.TAG_PREEMPTIONS)) or 0,
         report_digest=tags.get(record_names.TAG_REPORT_DIGEST),
         select=tags.get(record_names.TAG_SELECT),
         sequential_plan=tags.get(record_names.TAG_SEQUENTIAL_PLAN),

@@ -59,6 +59,9 @@ class RunRecord:
     versions: str | None = None
     """JSON {package: version} the trial trained with (sweeper.versions; None before
     the tag existed)."""
+    preemptions: int = 0
+    """Times the trial was preempted and resumed from its notice checkpoint
+    (sweeper.preemptions)."""
     precision: str = "fp32"
     """The `train.precision` param; runs from before the field existed ran in fp32."""
     report_digest: str | None = None

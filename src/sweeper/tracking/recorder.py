@@ -208,6 +208,18 @@ class Recorder:
             metrics = [Metric(k, v, now, step) for k, v in values.items()]
             self.client.log_batch(run_id, metrics=metrics, synchronous=True)
 
+    def preempted(self, key: str, history: Sequence[tuple[int | None, str]]) -> None:
+        """Tag the run with its preemptions so far: how many, and each one's step and
+        node (the run stays one run; its trial resumes elsewhere)."""
+        import json
+
+        run_id = self.runs[key]
+        tags = {
+            record_names.TAG_PREEMPTIONS: str(len(history)),
+            record_names.TAG_PREEMPTED_ON: error_tag(json.dumps([list(h) for h in history])),
+        }
+        self._tags(run_id, tags)
+
     def failed(self, key: str, error: str) -> None:
         """Past its retries: FAILED, with the error tail as a tag and, where the artifact
         store takes it, whole as error.txt (optional: the failure may be that store's).

@@ -5,8 +5,10 @@ last checkpoint in its trial folder, which is on the node that failed; without a
 shared filesystem the retry would start again from step 0. So, when the artifact store
 is remote (`staging.is_remote`), the trial copies what a resume needs (the trainer's
 last and best checkpoints, `Trainer.checkpoints`, and its events file) to the trial
-run's artifacts under `resume/`, every `spec.sync_every` validation points; a trial
-whose folder has no checkpoint `restore`s the newest copy before the trainer starts.
+run's artifacts under `resume/`, every `spec.sync_every` validation points and once
+more when the trainer saved a checkpoint on a preemption notice (with the trial's
+preemptions, `record_names.PREEMPTIONS_FILE`); a trial whose folder has no
+checkpoint `restore`s the newest copy before the trainer starts.
 
 Never a torn file. A checkpoint is synced only once the trainer has moved past the
 validation point it belongs to (the next event with a later step: every trainer saves
@@ -240,6 +242,12 @@ class CheckpointSync:
         """The trial finished: its resume copies are no longer needed."""
         discard(self._repo)
 
+    def sync_now(self, step: int) -> None:
+        """Sync the trainer's checkpoint as of `step` on this thread, after `close()`:
+        the checkpoint a trainer saved on a preemption notice before it exited."""
+        if self._trainer is not None:
+            self._sync(step)
+
     def close(self) -> None:
         with self._cond:
             self._closed = True
@@ -264,6 +272,9 @@ class CheckpointSync:
             return
         paths = list(dict.fromkeys(p for p in (found.last, found.best) if p is not None))
         paths.append(self._out / record_names.EVENTS_FILE)
+        noted = self._out / record_names.PREEMPTIONS_FILE
+        if noted.is_file():  # the count follows the trial to the node that resumes it
+            paths.append(noted)
         try:
             if self._known is None:
                 self._known = {Path(i.path).name for i in self._repo.list_artifacts(BLOBS)}

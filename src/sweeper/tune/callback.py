@@ -31,6 +31,7 @@ from ray.tune import Callback
 
 from sweeper.tracking.recorder import Recorder
 from sweeper.trainers.runner import TrainerError
+from sweeper.tune.preemption import history_of, is_preemption
 from sweeper.tune.progress import Progress
 from sweeper.tune.trainable import CONFIG_KEY, FINAL
 
@@ -75,9 +76,16 @@ class TrackingCallback(Callback):
             self.progress.result(key, result)
 
     def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        """A trial Tune runs again: preempted (no retry spent, `tune.preemption`) or
+        failed within its retries."""
         key = trial.config[CONFIG_KEY]
-        self.recorder.retrying(key)
-        self.progress.retrying(key, trial.num_failures, first_line(error_text(trial)))
+        self.recorder.retrying(key)  # the attempt ended without ending the trial
+        error = _latest_error(trial)
+        self._note_preemptions(key, error)
+        if is_preemption(error):
+            self.progress.preempted(key, str(getattr(error, "cause", error)))
+        else:
+            self.progress.retrying(key, trial.num_failures, first_line(error_text(trial)))
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         key = trial.config[CONFIG_KEY]
@@ -93,10 +101,16 @@ class TrackingCallback(Callback):
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         key = trial.config[CONFIG_KEY]
+        self._note_preemptions(key, _latest_error(trial))
         text = error_text(trial)
         self.recorder.failed(key, text)
         self.ended.add(key)
         self.progress.failed(key, first_line(text))
+
+    def _note_preemptions(self, key: str, error: BaseException | None) -> None:
+        history = history_of(error)
+        if history is not None:
+            self.recorder.preempted(key, [(p.step, p.node) for p in history])
 
 
 class StageCallback(Callback):

@@ -18,10 +18,11 @@ from typing import Any, TextIO
 
 from sweeper.selection import ACCURACY, Selection, is_better
 
-PENDING, RUNNING, RETRYING, FINISHED, FAILED, DONE_BEFORE = (
+PENDING, RUNNING, RETRYING, PREEMPTED, FINISHED, FAILED, DONE_BEFORE = (
     "pending",
     "running",
     "retrying",
+    "preempted",
     "finished",
     "failed",
     "done before",
@@ -144,6 +145,11 @@ class Progress:
     def retrying(self, key: str, failures: int, reason: str) -> None:
         self.views[key].status = RETRYING
         self._event(key, f"failed (attempt {failures}), retrying: {reason}", loud=True)
+
+    def preempted(self, key: str, reason: str) -> None:
+        """A trial left its node on a preemption notice; no retry is spent."""
+        self.views[key].status = PREEMPTED
+        self._event(key, reason, loud=True)
 
     def finished(self, key: str) -> None:
         view = self.views[key]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,11 +32,12 @@ from sweeper.tracking.resume_sync import CheckpointSync
 from sweeper.tracking.staging import StagedInput
 from sweeper.tracking.sweep_run import versions_json
 from sweeper.trainers.events import MetricEvent, best_validation, read_events
-from sweeper.trainers.runner import TrialResult
+from sweeper.trainers.runner import TrainerPreempted, TrialResult
 from sweeper.trainers.trial_pipeline import SweepInputs
 from sweeper.trial_keys import Trial
 
 if TYPE_CHECKING:
+    from sweeper.tune.preemption import DrainWatcher
     from sweeper.tune.system_metrics import SystemSampler
 
 CONFIG_KEY = "trial_key"
@@ -132,7 +134,8 @@ class Reporter:
         selection: Selection = ACCURACY,
     ):
         self._report = report
-        self._node = node
+        self.node = node
+        """`node_name()` of the node this attempt runs on."""
         self._selection = selection
         self._versions = versions
         """JSON of the trainer stack's versions on this node: a trial retried on another
@@ -233,7 +236,7 @@ class Reporter:
         )
 
     def _send(self, metrics: dict[str, Any]) -> None:
-        metrics.update({POINTS: self._points, "node": self._node, "versions": self._versions})
+        metrics.update({POINTS: self._points, "node": self.node, "versions": self._versions})
         if self._sampler is not None:  # this attempt's use so far, for the cost ledger
             metrics[record_names.REPORT_CPU_TIME] = self._sampler.cpu_seconds()
             metrics[record_names.REPORT_GPU_TIME] = self._sampler.gpu_seconds
@@ -310,24 +313,32 @@ def run_reporting(
             sync.on_event(event)
 
     _import_in_background("mlflow.store.artifact.artifact_repository_registry")
+    notice = threading.Event()
+    preempted: TrainerPreempted | None = None
     try:
-        result = run_trial(
-            ctx.spec,
-            trial,
-            out,
-            inputs=inputs,
-            threads=ctx.threads,
-            on_event=on_event,
-            on_start=sync.start if sync is not None else None,
-            log=lambda _: None,
-            nice=nice,
-        )
+        with DrainWatcher(notice):
+            result = run_trial(
+                ctx.spec,
+                trial,
+                out,
+                inputs=inputs,
+                threads=ctx.threads,
+                on_event=on_event,
+                on_start=sync.start if sync is not None else None,
+                log=lambda _: None,
+                nice=nice,
+                notice=notice,
+            )
+    except TrainerPreempted as exc:
+        preempted = exc
     except Exception:
         _keep_what_happened(reporter, lambda: upload_logs(out, ref.artifact_uri, ctx.tracking_uri))
         raise
     finally:
         if sync is not None:
             sync.close()
+    if preempted is not None:
+        _leave_on_notice(ctx, out, reporter, sync, preempted)
     upload_trial(result, ref.artifact_uri, ctx.tracking_uri)
     if sync is not None:
         sync.discard()
@@ -366,6 +377,29 @@ def _checkpoint_sync(ctx: TrialContext, ref: RunRef, out: Path) -> CheckpointSyn
             log.write(f"sweeper: restored the checkpoint synced at step {step}\n")
     warn = logging.getLogger(__name__).warning
     return CheckpointSync(repo, out, ctx.spec.sync_every, warn)
+
+
+def _leave_on_notice(
+    ctx: TrialContext,
+    out: Path,
+    reporter: Reporter,
+    sync: CheckpointSync | None,
+    exc: TrainerPreempted,
+) -> None:
+    """The trainer saved a checkpoint on a preemption notice and exited: note the
+    preemption in the trial folder, sync checkpoint and note (with a remote store the
+    next node restores both), send the points not reported yet, and leave the node:
+    `TrialPreempted`, which Tune does not count as a failure, or past
+    `spec.preemptions` a `PreemptionBoundError`, which it does (`tune.preemption`)."""
+    from sweeper.tune.preemption import PreemptionBoundError, TrialPreempted, note_preemption
+
+    history = note_preemption(out, exc.step, reporter.node)
+    if sync is not None:
+        sync.sync_now(exc.step if exc.step is not None else reporter.last_step)
+    reporter.flush()
+    if len(history) > ctx.spec.preemptions:
+        raise PreemptionBoundError(history, ctx.spec.preemptions)
+    raise TrialPreempted(history, ctx.spec.preemptions)
 
 
 def _keep_what_happened(reporter: Reporter, upload: Callable[[], object]) -> None:
