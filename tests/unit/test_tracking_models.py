@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from sweeper import record_names
-from sweeper.tracking.models import TAG_CHECKPOINT, checkpoint_uri
+from sweeper.tracking.models import TAG_CHECKPOINT, checkpoint_uri, model_name
 from sweeper.tracking.recorder import MetricLog, Recorder
 
 
@@ -46,3 +48,38 @@ def test_a_trial_without_a_best_checkpoint_gets_no_model(tmp_path):
     recorder.finished("k1")
     recorder.drain()
     assert list(client.search_logged_models([experiment])) == []
+
+
+@pytest.mark.parametrize(
+    ("run_name", "expected"),
+    [
+        ("dummy-random-full-lr0.001-s1", "dummy-random-full-lr0_001-s1"),
+        ("hf/lora:r=8 50%", "hf-lora-r=8 50-"),
+        ("hf-random-full-s1", "hf-random-full-s1"),
+        ("'.'", "_"),
+        ("", "trial"),
+    ],
+)
+def test_a_trial_name_mlflow_refuses_for_a_model_is_made_acceptable(run_name, expected):
+    from mlflow.utils.validation import _validate_logged_model_name
+
+    assert model_name(run_name) == expected
+    _validate_logged_model_name(model_name(run_name))  # MLflow's own rule accepts it
+
+
+def test_a_trial_with_a_dot_in_its_name_gets_its_model(tmp_path):
+    """A grid value such as lr 0.001 puts a dot in the trial's name, which MLflow refuses
+    in a model's name; the model must still be made, and the run finish once."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.create_experiment("dots", artifact_location=str(tmp_path / "art"))
+    name = "dummy-random-full-lr0.001-s1"
+    run_id = client.create_run(experiment, run_name=name).info.run_id
+    recorder = Recorder(client, {"k1": run_id}, MetricLog())
+    recorder.result("k1", {"points": [[10, record_names.METRIC_BEST_TEST_ACC, 60.0]]})
+    recorder.finished("k1")
+    recorder.drain()
+    (model,) = client.search_logged_models([experiment])
+    assert model.name == "dummy-random-full-lr0_001-s1" and model.source_run_id == run_id
+    assert client.get_run(run_id).info.run_name == name

@@ -26,6 +26,17 @@ TAG_CHECKPOINT = "sweeper.checkpoint"
 MODEL_TYPE = "sweeper-best-checkpoint"
 
 
+MODEL_NAME_FORBIDS = str.maketrans({".": "_", "/": "-", ":": "-", "%": "-", '"': "", "'": ""})
+"""MLflow refuses a logged model whose name holds any of these (a trial name such as
+`dummy-random-full-lr0.001-s1` holds a dot): each becomes `_`, `-` or nothing."""
+
+
+def model_name(run_name: str) -> str:
+    """The logged model's name for a trial run: its run name, made acceptable to MLflow
+    (`MODEL_NAME_FORBIDS`); the run itself keeps its name."""
+    return run_name.translate(MODEL_NAME_FORBIDS) or "trial"
+
+
 def checkpoint_uri(run_id: str) -> str:
     return f"runs:/{run_id}/{record_names.ARTIFACT_BEST_CHECKPOINT}"
 
@@ -47,7 +58,7 @@ def log_best_model(
         run = client.get_run(run_id)
         model = client.create_logged_model(
             run.info.experiment_id,
-            name=run.info.run_name,
+            name=model_name(run.info.run_name),
             source_run_id=run_id,
             tags={record_names.TAG_TRIAL_KEY: trial_key, TAG_CHECKPOINT: checkpoint_uri(run_id)},
             model_type=MODEL_TYPE,
