@@ -17,6 +17,12 @@ tests that put a memory limit on the trainer), `noise` (shift the trial's whole 
 that many points times a standard-normal draw fixed by its seed, init, framework and
 lr, so that two groups' seed differences have a spread, as real trials do).
 
+On SIGTERM it keeps the contract of `sweeper.trainers.preemption` as the real trainers
+do: it finishes the step in progress (the epoch's validation included, when the step
+ends one), writes last.json at that step, prints the preemption line and exits with
+`PREEMPTED_EXIT`; a later run resumes from that step. Before its first step (reading
+its inputs) it exits at once.
+
 Sweep-level tests cannot reach `job.extra` (the sweep engine builds jobs from the spec,
 which has no field for it, on purpose), so the child also reads `SWEEPER_DUMMY_EXTRA`:
 a JSON object mapping a substring of the trial folder's name (e.g. `random-full-s2`,
@@ -44,6 +50,7 @@ from pathlib import Path
 from sweeper import record_names
 from sweeper.trainers.base import Checkpoints, TrialJob
 from sweeper.trainers.events import MetricEvent
+from sweeper.trainers.preemption import Notice
 
 PREFIX = "@@sweeper-event "
 EXTRA_ENV = "SWEEPER_DUMMY_EXTRA"
@@ -141,6 +148,7 @@ def missing_input(job: TrialJob) -> str | None:
 
 
 def main(job_path: str) -> int:
+    notice = Notice().install()
     job = TrialJob.load(Path(job_path))
     problem = missing_input(job)
     if problem:
@@ -151,9 +159,12 @@ def main(job_path: str) -> int:
     last = job.checkpoint_dir / "last.json"
     start = json.loads(last.read_text())["step"] if last.exists() else 0
     print(f"dummy trainer: starting at step {start} of {job.total_updates}", flush=True)
+    if start:
+        notice.resuming(start)
     best_file = job.checkpoint_dir / "best.json"
     best = json.loads(best_file.read_text())["accuracy"] if best_file.exists() else -1.0
     held: list[bytearray] = []
+    notice.arm()
     for step in range(start + 1, job.total_updates + 1):
         time.sleep(float(extra.get("sleep_per_step", 0.0)))
         grow = int(float(extra.get("grow_mb_per_step", 0)) * 1024 * 1024)
@@ -177,6 +188,9 @@ def main(job_path: str) -> int:
                 best = acc
                 best_file.write_text(json.dumps({"step": step, "accuracy": acc}))
             last.write_text(json.dumps({"step": step}))
+        if notice.received and step < job.total_updates:
+            last.write_text(json.dumps({"step": step}))
+            return notice.preempted(step)
     return 0
 
 

@@ -216,3 +216,38 @@ def test_resume_point_drops_half_written_checkpoints(tmp_path):
     _checkpoint(folder, 50, best_step=25, complete=False)
     assert resume_point(folder) == folder / "checkpoint-25"
     assert [p.name for p in folder.iterdir()] == ["checkpoint-25"]
+
+
+@pytest.mark.parametrize(
+    ("step", "evaluates"), [(27, False), (40, True)], ids=["mid-epoch", "epoch-end"]
+)
+def test_a_notice_stops_after_the_update_and_saves_once_at_the_epoch_end_pass(step, evaluates):
+    """`StopOnNotice` (hf_notice): the step after the notice stops training; the pass
+    transformers runs after a stop saves, and validates only where the step ends an
+    epoch (20 updates each), as an uninterrupted run would."""
+    from transformers import TrainerControl, TrainerState
+    from transformers.trainer_callback import DefaultFlowCallback
+
+    from sweeper.trainers.hf.hf_notice import Preempted, StopOnNotice
+    from sweeper.trainers.preemption import Notice
+
+    notice = Notice()
+    stop = StopOnNotice(notice, updates_per_epoch=20)
+    args = training_arguments(_job(Path("/nonexistent")))
+    state, control = TrainerState(global_step=step - 1, max_steps=100), TrainerControl()
+    stop.on_train_begin(args, state, control)
+    assert notice.armed
+    stop.on_step_end(args, state, control)
+    assert not control.should_training_stop  # no notice yet
+    notice.received = True
+    state.global_step = step
+    stop.on_step_end(args, state, control)
+    assert control.should_training_stop and not control.should_save
+    state.epoch = step / 20
+    DefaultFlowCallback().on_epoch_end(args, state, control)  # transformers' own first
+    stop.on_epoch_end(args, state, control)
+    assert control.should_save and control.should_evaluate == evaluates
+    with pytest.raises(Preempted) as preempted:
+        stop.check(step, 100)
+    assert preempted.value.step == step
+    stop.check(100, 100)  # the last update came first: a finished trial

@@ -219,3 +219,148 @@ def test_on_output_sees_every_line_the_log_gets(tmp_path):
     result = run_trainer(get_trainer("dummy"), _job(tmp_path), on_output=seen.append)
     logged = (result.out_dir / record_names.TRAINER_LOG_FILE).read_text(encoding="utf-8")
     assert seen and "".join(seen) == logged.split("\n", 1)[1]  # after the `$ command` line
+
+
+# Checkpoint on notice (sweeper.trainers.preemption): the runner's side.
+
+
+def _notice_when(notice: threading.Event, step: int):
+    """An `on_event` that sets `notice` once the trial has reached `step`."""
+
+    def on_event(event: MetricEvent) -> None:
+        if event.step >= step:
+            notice.set()
+
+    return on_event
+
+
+def test_a_notice_stops_the_trainer_with_a_checkpoint_and_the_next_run_resumes(tmp_path):
+    from sweeper.trainers.preemption import resumed_steps
+    from sweeper.trainers.runner import TrainerPreempted
+
+    job = _job(tmp_path, sleep_per_step=0.05)
+    notice = threading.Event()
+    with pytest.raises(TrainerPreempted) as preempted:
+        run_trainer(get_trainer("dummy"), job, on_event=_notice_when(notice, 7), notice=notice)
+    step = preempted.value.step
+    assert step is not None and 7 <= step < 15
+    assert preempted.value.reason == f"dummy trainer preempted: checkpoint saved at step {step}"
+    assert f"sweeper: preempted: checkpoint saved at step {step}" in preempted.value.tail
+
+    result = run_trainer(get_trainer("dummy"), job)
+    log = (result.out_dir / record_names.TRAINER_LOG_FILE).read_text(encoding="utf-8")
+    assert resumed_steps(log) == [step]
+    assert [e.step for e in result.events if e.split == "train"] == list(range(1, 16))
+    assert [e.step for e in result.events if e.split == "valid"] == [5, 10, 15]
+
+
+def test_a_notice_before_the_trainer_started_training_saves_nothing(tmp_path):
+    from sweeper.trainers.runner import TrainerPreempted
+
+    notice = threading.Event()
+    notice.set()
+    with pytest.raises(TrainerPreempted, match="preempted before training started") as caught:
+        run_trainer(get_trainer("dummy"), _job(tmp_path, sleep_per_step=0.05), notice=notice)
+    assert caught.value.step is None
+    assert not (tmp_path / "trial" / "checkpoints" / "last.json").exists()
+
+
+FAKE_TRAINER = """
+import os, signal, subprocess, sys, time
+helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+terms = []
+signal.signal(signal.SIGTERM, lambda *_: terms.append(1))
+print("ready", flush=True)
+while not terms:
+    time.sleep(0.01)
+time.sleep(0.5)  # a second SIGTERM would arrive now
+print(f"terms {len(terms)} helper alive {helper.poll() is None}", flush=True)
+helper.kill()
+if sys.argv[1] == "finish":
+    sys.exit(0)
+print("sweeper: preempted: checkpoint saved at step 42", flush=True)
+sys.exit(75)
+"""
+
+
+class ScriptTrainer:
+    """A trainer that runs `FAKE_TRAINER` with one argument: `finish` (exit 0 on the
+    notice: training had just ended) or `preempt`; no events, no checkpoints."""
+
+    name = "script"
+
+    def __init__(self, script, mode: str):
+        self.script, self.mode = script, mode
+
+    def command(self, job: TrialJob) -> list[str]:
+        import sys
+
+        return [sys.executable, str(self.script), self.mode]
+
+    def parse_line(self, line: str, wall_time: float) -> list[MetricEvent]:
+        return []
+
+    def checkpoints(self, job: TrialJob):
+        from sweeper.trainers.base import Checkpoints
+
+        return Checkpoints(None, None)
+
+    def trainable_params(self, job: TrialJob):
+        return None
+
+
+@pytest.mark.parametrize("mode", ["preempt", "finish"])
+def test_the_notice_is_one_sigterm_to_the_trainer_alone(tmp_path, mode):
+    """The notice reaches the trainer's main process once (a helper in its group lives
+    on: stopping it is the trainer's job); exit 75 is a preemption with the step the
+    trainer printed, exit 0 after the notice a normal finish."""
+    from sweeper.trainers.runner import TrainerPreempted
+
+    script = tmp_path / "fake.py"
+    script.write_text(FAKE_TRAINER, encoding="utf-8")
+    notice = threading.Event()
+    lines: list[str] = []
+
+    def on_output(line: str) -> None:
+        lines.append(line.strip())
+        if line.strip() == "ready":
+            notice.set()
+
+    run = lambda: run_trainer(  # noqa: E731
+        ScriptTrainer(script, mode), _job(tmp_path), notice=notice, on_output=on_output
+    )
+    if mode == "preempt":
+        with pytest.raises(TrainerPreempted) as caught:
+            run()
+        assert caught.value.step == 42
+        assert caught.value.reason == "script trainer preempted: checkpoint saved at step 42"
+    else:
+        assert run().checkpoints.last is None
+    assert "terms 1 helper alive True" in lines
+
+
+def test_a_sigterm_the_runner_did_not_send_stays_a_failure(tmp_path):
+    """Killed by SIGTERM without a notice from its caller: a failure, as before."""
+    from sweeper.trainers.runner import TrainerPreempted
+
+    script = tmp_path / "fake.py"
+    script.write_text("import os, signal\nos.kill(os.getpid(), signal.SIGTERM)\n", encoding="utf-8")
+    with pytest.raises(TrainerError, match=r"killed by SIGTERM \(exit 143\)") as caught:
+        run_trainer(ScriptTrainer(script, "preempt"), _job(tmp_path), notice=threading.Event())
+    assert not isinstance(caught.value, TrainerPreempted)
+
+
+def test_preemption_lines_are_parsed_from_one_format():
+    from sweeper.trainers.preemption import (
+        PREEMPTED_LINE,
+        RESUMED_LINE,
+        preempted_step,
+        resumed_steps,
+    )
+
+    assert preempted_step(PREEMPTED_LINE.format(step=1234) + "\n") == 1234
+    assert (
+        preempted_step("sweeper: preempted: before training started, no checkpoint saved") is None
+    )
+    log = "x\n" + RESUMED_LINE.format(step=30) + "\ny\n" + RESUMED_LINE.format(step=70) + "\n"
+    assert resumed_steps(log) == [30, 70]

@@ -8,6 +8,7 @@ done once however many trials ask for it.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -170,11 +171,14 @@ def run_trial(
     log: Log = print,
     nice: int = 0,
     on_output: Callable[[str], None] | None = None,
+    notice: threading.Event | None = None,
 ) -> TrialResult:
     """Run one trial to completion, resuming from its checkpoints in `out_dir` if any.
     `on_start` sees the trainer and job just before the trainer starts (the Ray trial
     syncs checkpoints with them); `nice`: the trainer's lower CPU priority;
-    `on_output`: each line of the trainer's output (`runner.run_trainer`)."""
+    `on_output`: each line of the trainer's output; `notice`: set it when the node is
+    being preempted, and the trainer saves a checkpoint at its current step and stops
+    (`runner.TrainerPreempted`; running the trial again resumes from that step)."""
     if inputs is None:
         inputs = prepare_inputs(spec, log=log, need_pretrained=trial.init == "pretrained")
     job = build_job(spec, trial, inputs, out_dir, threads=threads)
@@ -184,7 +188,13 @@ def run_trial(
     if on_start is not None:
         on_start(trainer, job)
     return run_trainer(
-        trainer, job, on_event=on_event, timeout_s=timeout, nice=nice, on_output=on_output
+        trainer,
+        job,
+        on_event=on_event,
+        timeout_s=timeout,
+        nice=nice,
+        on_output=on_output,
+        notice=notice,
     )
 
 

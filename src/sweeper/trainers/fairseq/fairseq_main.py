@@ -38,6 +38,10 @@ and applies these fixes around fairseq's own training:
    integer (a count, `num_updates`) of a million or more would lose digits. Integers
    are written whole (`whole_integers_in_logs`).
 
+10. SIGTERM (a preemption notice) stops training after the update in progress with
+   checkpoint_last.pt saved at that update (`fairseq_notice`); the process then exits
+   with `preemption.PREEMPTED_EXIT`, printing the step (`preemption.Notice`).
+
 After training, checkpoint_best.pt loses its optimizer state (`drop_training_state`).
 """
 
@@ -51,6 +55,8 @@ from pathlib import Path
 
 from sweeper.quick_exit import exit_now
 from sweeper.trainers.fairseq.fairseq_checkpoints import BEST, LAST, allow_fairseq_checkpoints
+from sweeper.trainers.fairseq.fairseq_notice import FairseqNotice
+from sweeper.trainers.preemption import Notice
 
 
 def keep_earliest_best() -> None:
@@ -293,6 +299,7 @@ def _save_dir(argv: list[str]) -> Path | None:
 
 def main(argv: list[str]) -> None:
     """fairseq-train with the module docstring's fixes; takes its arguments unchanged."""
+    notice = Notice().install()
     die_with_parent()
     save_dir = _save_dir(argv)
     if save_dir is not None:
@@ -307,8 +314,11 @@ def main(argv: list[str]) -> None:
     whole_integers_in_logs()
     restore_numpy_compat()
     bf16_without_tpu(argv)
+    stop = FairseqNotice(notice).install()
     sys.argv = ["fairseq-train", *argv]
     train.cli_main()
+    if stop.stopped_at is not None:
+        exit_now(notice.preempted(stop.stopped_at))
     if save_dir is not None:
         drop_training_state(save_dir / BEST)
         write_counts(save_dir)

@@ -7,6 +7,8 @@ clipping, dropout). Valid and test are both measured at every epoch end, so the 
 accuracy of the best-validation checkpoint is known without a second pass. Metric
 events go to stdout (see `sweeper.trainers.hf.hf_trainer.EVENT_PREFIX`); the parent turns them
 into Ray reports and MLflow metrics. Checkpoints found in the output folder are resumed.
+On SIGTERM (a preemption notice) it saves a checkpoint at the current step and exits
+with `preemption.PREEMPTED_EXIT` (`sweeper.trainers.hf.hf_notice`).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from sweeper.trainers.hf.hf_data import (
     compute_accuracy,
     read_splits,
 )
+from sweeper.trainers.hf.hf_notice import Preempted, StopOnNotice, train_or_stop
 from sweeper.trainers.hf.hf_trainer import (
     CHECKPOINT_PREFIX,
     STATE_FILE,
@@ -52,6 +55,7 @@ from sweeper.trainers.hf.hf_trainer import (
     format_event,
 )
 from sweeper.trainers.metrics import CLASS_METRIC_KINDS
+from sweeper.trainers.preemption import Notice
 
 TRAINING_STATE_FILES = ("optimizer.pt", "scheduler.pt", "rng_state.pth", "scaler.pt")
 """What only resuming needs; kept in the newest checkpoint alone."""
@@ -292,8 +296,9 @@ def write_params(job: TrialJob, counts: tuple[int, int]) -> None:
     print(f"params: trainable {trainable:,} of {total:,} ({100 * trainable / total:.2f}%)")
 
 
-def run(job: TrialJob) -> dict[str, Any]:
-    """Train (or finish training) one trial; returns transformers' train metrics."""
+def run(job: TrialJob, notice: Notice) -> dict[str, Any]:
+    """Train (or finish training) one trial; returns transformers' train metrics, or
+    raises `Preempted` when the notice stopped it (its checkpoint saved)."""
     torch.set_num_threads(max(1, job.threads))
     transformers.logging.set_verbosity_warning()
     transformers.utils.logging.disable_progress_bar()  # "Writing model shards" bars
@@ -303,6 +308,8 @@ def run(job: TrialJob) -> dict[str, Any]:
     check_data(job, data, model.config.max_position_embeddings - PAD_ID - 1)
     write_params(job, count_params(model))
     trainer = build_trainer(job, model, data)
+    stop = StopOnNotice(notice, job.updates_per_epoch)
+    trainer.add_callback(stop)
     resume = resume_point(job.checkpoint_dir)
     print(
         f"hf trial: {job.num_train} train sentences, {job.total_updates} updates, "
@@ -310,7 +317,7 @@ def run(job: TrialJob) -> dict[str, Any]:
         f"resume from {resume or 'scratch'}",
         flush=True,
     )
-    output = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    output = train_or_stop(trainer, resume, stop, job.total_updates)
     if trainer.state.global_step != job.total_updates:
         raise RuntimeError(
             f"trained {trainer.state.global_step} updates, expected {job.total_updates}"
@@ -319,6 +326,7 @@ def run(job: TrialJob) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    notice = Notice().install()
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         print("usage: python -m sweeper.trainers.hf.hf_main OUT_DIR/trial.json", file=sys.stderr)
@@ -326,7 +334,10 @@ def main(argv: list[str] | None = None) -> int:
     job = TrialJob.load(Path(args[0]))
     if use_cuda(job):
         print("hf trial on cuda", flush=True)  # the log says where it ran, as lm_main's does
-    metrics = run(job)
+    try:
+        metrics = run(job, notice)
+    except Preempted as stopped:
+        return notice.preempted(stopped.step)
     print(f"hf trial done: {json.dumps(metrics, sort_keys=True)}", flush=True)
     return 0
 

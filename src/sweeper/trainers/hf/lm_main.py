@@ -9,6 +9,9 @@ checkpoint handling (`sweeper.trainers.hf.hf_main`: AdamW, linear warmup and dec
 save per epoch, best + last kept, resume from the newest). At every epoch end valid and
 test are measured (loss, perplexity, exact match of greedy answers) and sent as metric
 events; the best checkpoint is the one with the best `job.extra["select"]` metric.
+SIGTERM (a preemption notice) is answered as the classifier's child answers it
+(`sweeper.trainers.hf.hf_notice`): a checkpoint at the current step, then exit
+`preemption.PREEMPTED_EXIT`.
 
 `python -m sweeper.trainers.hf.lm_main --pretrain SETTINGS.json` is the pretraining stage
 of a `model.arch` decoder (`sweeper.trainers.hf.lm_pretrain` runs it): next-token loss on
@@ -41,7 +44,9 @@ from sweeper.trainers.hf.hf_main import (
     use_cuda,
     write_params,
 )
+from sweeper.trainers.hf.hf_notice import Preempted, StopOnNotice, train_or_stop
 from sweeper.trainers.hf.lm_data import AnswerDataset, collate, measure
+from sweeper.trainers.preemption import Notice
 
 
 class AnswerTrainer(FairseqRecipeTrainer):
@@ -80,7 +85,9 @@ def build_model(job: TrialJob) -> torch.nn.Module:
     return apply_lm_lora(model, job.lora)
 
 
-def run(job: TrialJob) -> dict[str, Any]:
+def run(job: TrialJob, notice: Notice) -> dict[str, Any]:
+    """Train (or finish training) one trial; returns transformers' train metrics, or
+    raises `Preempted` when the notice stopped it (its checkpoint saved)."""
     torch.set_num_threads(max(1, job.threads))
     transformers.logging.set_verbosity_warning()
     transformers.utils.logging.disable_progress_bar()
@@ -94,6 +101,7 @@ def run(job: TrialJob) -> dict[str, Any]:
     model = build_model(job)
     write_params(job, count_params(model))
     select = job.extra["select"]
+    stop = StopOnNotice(notice, job.updates_per_epoch)
     args = training_arguments(job)
     args.metric_for_best_model = f"eval_{select['metric']}"
     args.greater_is_better = select["mode"] == "max"
@@ -103,13 +111,13 @@ def run(job: TrialJob) -> dict[str, Any]:
         train_dataset=splits["train"],
         eval_dataset={"valid": splits["valid"], "test": splits["test"]},  # see evaluate
         data_collator=collate,
-        callbacks=[EventPrinter(), KeepBestAndLast()],
+        callbacks=[EventPrinter(), KeepBestAndLast(), stop],
         splits={"valid": splits["valid"], "test": splits["test"]},
     )
     trainer.remove_callback(PrinterCallback)
     resume = resume_point(job.checkpoint_dir)
     print(f"lm trial: {job.total_updates} updates, resume from {resume or 'scratch'}", flush=True)
-    output = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    output = train_or_stop(trainer, resume, stop, job.total_updates)
     if trainer.state.global_step != job.total_updates:
         raise RuntimeError(
             f"trained {trainer.state.global_step} updates, expected {job.total_updates}"
@@ -171,13 +179,17 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) == 2 and args[0] == "--pretrain":
         pretrain(json.loads(Path(args[1]).read_text(encoding="utf-8")))
         return 0
+    notice = Notice().install()
     if len(args) != 1:
         print("usage: python -m sweeper.trainers.hf.lm_main OUT_DIR/trial.json", file=sys.stderr)
         return 2
     job = TrialJob.load(Path(args[0]))
     if use_cuda(job):
         print("lm trial on cuda", flush=True)
-    metrics = run(job)
+    try:
+        metrics = run(job, notice)
+    except Preempted as stopped:
+        return notice.preempted(stopped.step)
     print(f"lm trial done: {json.dumps(metrics, sort_keys=True)}", flush=True)
     return 0
 
