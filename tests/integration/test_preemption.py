@@ -30,6 +30,7 @@ import pytest
 
 from sweeper import record_names
 from sweeper.trainers.events import read_events
+from sweeper.trainers.notice import resumed_steps
 from tests.support.cluster import (
     RAY,
     mlflow_server,
@@ -148,6 +149,7 @@ def test_a_drained_worker_hands_its_trial_over_from_the_notice_checkpoint(
     trainer_log = (head_folder / record_names.TRAINER_LOG_FILE).read_text()
     assert f"sweeper: restored the checkpoint synced at step {step}" in trainer_log
     assert f"dummy trainer: starting at step {step} of 20" in trainer_log
+    assert resumed_steps(trainer_log) == [step]
     assert "starting at step 0 " not in trainer_log  # the head never ran it from scratch
     assert f"s{seed}: preempted at step {step}" in text
     assert counts[1:] == (0, 0), f"(points, missing, extra) = {counts}"
@@ -269,7 +271,7 @@ def test_sigterm_to_the_trainer_is_a_preemption_not_a_failure(
     assert step < 400, "the trainer had finished: no mid-run checkpoint was needed"
     trainer_log = (folder / record_names.TRAINER_LOG_FILE).read_text()
     assert f"sweeper: preempted: checkpoint saved at step {step}" in trainer_log
-    assert RESUMED[framework].format(step=step) in trainer_log, trainer_log[-3000:]
+    assert resumed_steps(trainer_log) == [step], trainer_log[-3000:]
     assert "failed (attempt" not in text and f"preempted at step {step}" in text
     counts = compare_with_events(client_for(out), run, folder)
     assert counts[1:] == (0, 0), f"(points, missing, extra) = {counts}"

@@ -27,7 +27,7 @@ import pytest
 
 from sweeper import record_names
 from sweeper.trainers.events import MetricEvent, best_validation
-from sweeper.trainers.preemption import resumed_steps
+from sweeper.trainers.notice import resumed_steps
 from sweeper.trainers.runner import TrainerPreempted, TrialResult
 from tests.support.sweeps import new_sweep
 

@@ -17,7 +17,7 @@ tests that put a memory limit on the trainer), `noise` (shift the trial's whole 
 that many points times a standard-normal draw fixed by its seed, init, framework and
 lr, so that two groups' seed differences have a spread, as real trials do).
 
-On SIGTERM it keeps the contract of `sweeper.trainers.preemption` as the real trainers
+On SIGTERM it keeps the contract of `sweeper.trainers.notice` as the real trainers
 do: it finishes the step in progress (the epoch's validation included, when the step
 ends one), writes last.json at that step, prints the preemption line and exits with
 `PREEMPTED_EXIT`; a later run resumes from that step. Before its first step (reading
@@ -50,7 +50,7 @@ from pathlib import Path
 from sweeper import record_names
 from sweeper.trainers.base import Checkpoints, TrialJob
 from sweeper.trainers.events import MetricEvent
-from sweeper.trainers.preemption import Notice
+from sweeper.trainers.notice import Notice
 
 PREFIX = "@@sweeper-event "
 EXTRA_ENV = "SWEEPER_DUMMY_EXTRA"

@@ -229,7 +229,7 @@ def test_a_notice_stops_after_the_update_and_saves_once_at_the_epoch_end_pass(st
     from transformers.trainer_callback import DefaultFlowCallback
 
     from sweeper.trainers.hf.hf_notice import Preempted, StopOnNotice
-    from sweeper.trainers.preemption import Notice
+    from sweeper.trainers.notice import Notice
 
     notice = Notice()
     stop = StopOnNotice(notice, updates_per_epoch=20)

@@ -221,7 +221,7 @@ def test_on_output_sees_every_line_the_log_gets(tmp_path):
     assert seen and "".join(seen) == logged.split("\n", 1)[1]  # after the `$ command` line
 
 
-# Checkpoint on notice (sweeper.trainers.preemption): the runner's side.
+# Checkpoint on notice (sweeper.trainers.notice): the runner's side.
 
 
 def _notice_when(notice: threading.Event, step: int):
@@ -235,7 +235,7 @@ def _notice_when(notice: threading.Event, step: int):
 
 
 def test_a_notice_stops_the_trainer_with_a_checkpoint_and_the_next_run_resumes(tmp_path):
-    from sweeper.trainers.preemption import resumed_steps
+    from sweeper.trainers.notice import resumed_steps
     from sweeper.trainers.runner import TrainerPreempted
 
     job = _job(tmp_path, sleep_per_step=0.05)
@@ -351,7 +351,7 @@ def test_a_sigterm_the_runner_did_not_send_stays_a_failure(tmp_path):
 
 
 def test_preemption_lines_are_parsed_from_one_format():
-    from sweeper.trainers.preemption import (
+    from sweeper.trainers.notice import (
         PREEMPTED_LINE,
         RESUMED_LINE,
         preempted_step,

@@ -4,7 +4,7 @@ Shared by every framework:
   base.py            what a trainer is (`Trainer`, `TrialJob`, `Checkpoints`)
   registry.py        `get_trainer(name)`: a framework's trainer class, imported when used
   runner.py          the subprocess: stream its output into events, enforce limits
-  preemption.py      checkpoint on notice: what a trainer does on SIGTERM, its exit and lines
+  notice.py          checkpoint on notice: what a trainer does on SIGTERM, its exit and lines
   events.py          the one metric stream both frameworks produce
   failures.py        why a trainer failed, in one line a researcher can act on
   metrics.py         accuracy from counts: the one expression every trainer uses

@@ -130,7 +130,7 @@ class Trainer(Protocol):
 
     def command(self, job: TrialJob) -> list[str]:
         """The subprocess command line for the job (it resumes if checkpoints exist).
-        The process answers SIGTERM as `sweeper.trainers.preemption` says (a checkpoint
+        The process answers SIGTERM as `sweeper.trainers.notice` says (a checkpoint
         at its current step, then exit `PREEMPTED_EXIT`); one that dies of the
         runner's notice counts as preempted without a new checkpoint (step None)."""
         ...

@@ -10,7 +10,7 @@ The first line of a failure names its cause where the exit shows one
 A trial whose node is about to go away is not a failure: given a `notice`, the runner
 sends SIGTERM to the trainer's main process once the notice is set, and a trainer that
 then saves a checkpoint at its current step and exits with `PREEMPTED_EXIT` (the
-protocol of `sweeper.trainers.preemption`) raises `TrainerPreempted`, which says at
+protocol of `sweeper.trainers.notice`) raises `TrainerPreempted`, which says at
 which step the next attempt resumes.
 """
 
@@ -33,7 +33,7 @@ from sweeper import record_names
 from sweeper.trainers.base import Checkpoints, Trainer, TrialJob
 from sweeper.trainers.events import MetricEvent, read_events
 from sweeper.trainers.failures import disk_full, exit_reason
-from sweeper.trainers.preemption import PREEMPTED_EXIT, preempted_step, sigterm_on_notice
+from sweeper.trainers.notice import PREEMPTED_EXIT, preempted_step, sigterm_on_notice
 
 TAIL_LINES = 50
 

@@ -10,6 +10,6 @@
   pretrain_task.py   the pretraining stage as a Ray task beside the trials, and the gate
                      a pretrained trial waits at
 
-Only callback.py and preemption.py import Ray at module level; the engine and the search stage import
-it inside functions, so `sweeper --help` never loads Ray.
+Only callback.py and preemption.py import Ray at module level; the engine and the
+search stage import them inside functions, so `sweeper --help` never loads Ray.
 """

@@ -5,7 +5,7 @@
   fairseq_main.py        the child: fairseq-train with the fixes this stack needs (exact
                          accuracy from counts, earliest best, torn checkpoints, bf16)
   fairseq_notice.py      the child's answer to SIGTERM: checkpoint_last.pt at the
-                         current update, then stop (`sweeper.trainers.preemption`)
+                         current update, then stop (`sweeper.trainers.notice`)
   fairseq_checkpoints.py fairseq's checkpoint file names and the weights-only allow-list
   fairseq_pretrain.py    the pretraining stage: `masked_lm` on the unlabeled corpus, once
 

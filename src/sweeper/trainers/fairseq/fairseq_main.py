@@ -56,7 +56,7 @@ from pathlib import Path
 from sweeper.quick_exit import exit_now
 from sweeper.trainers.fairseq.fairseq_checkpoints import BEST, LAST, allow_fairseq_checkpoints
 from sweeper.trainers.fairseq.fairseq_notice import FairseqNotice
-from sweeper.trainers.preemption import Notice
+from sweeper.trainers.notice import Notice
 
 
 def keep_earliest_best() -> None:

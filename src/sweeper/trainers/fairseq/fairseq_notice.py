@@ -1,4 +1,4 @@
-"""fairseq-train's answer to a preemption notice (`sweeper.trainers.preemption`).
+"""fairseq-train's answer to a preemption notice (`sweeper.trainers.notice`).
 
 `fairseq_main` installs these hooks around fairseq's own training loop
 (`fairseq_cli.train`), whose functions look each other up through the module, so
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sweeper.trainers.preemption import Notice
+from sweeper.trainers.notice import Notice
 
 
 class FairseqNotice:

@@ -55,7 +55,7 @@ from sweeper.trainers.hf.hf_trainer import (
     format_event,
 )
 from sweeper.trainers.metrics import CLASS_METRIC_KINDS
-from sweeper.trainers.preemption import Notice
+from sweeper.trainers.notice import Notice
 
 TRAINING_STATE_FILES = ("optimizer.pt", "scheduler.pt", "rng_state.pth", "scaler.pt")
 """What only resuming needs; kept in the newest checkpoint alone."""

@@ -1,4 +1,4 @@
-"""The HF children's answer to a preemption notice (`sweeper.trainers.preemption`).
+"""The HF children's answer to a preemption notice (`sweeper.trainers.notice`).
 
 `StopOnNotice` is a `transformers.TrainerCallback` in both children (`hf_main`,
 `lm_main`). `on_train_begin` (after transformers has loaded a resumed checkpoint's
@@ -34,7 +34,7 @@ from typing import Any
 from transformers import Trainer, TrainerCallback
 
 from sweeper.trainers.hf.hf_trainer import checkpoint_step
-from sweeper.trainers.preemption import Notice
+from sweeper.trainers.notice import Notice
 
 
 class StopOnNotice(TrainerCallback):

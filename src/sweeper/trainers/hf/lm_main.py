@@ -46,7 +46,7 @@ from sweeper.trainers.hf.hf_main import (
 )
 from sweeper.trainers.hf.hf_notice import Preempted, StopOnNotice, train_or_stop
 from sweeper.trainers.hf.lm_data import AnswerDataset, collate, measure
-from sweeper.trainers.preemption import Notice
+from sweeper.trainers.notice import Notice
 
 
 class AnswerTrainer(FairseqRecipeTrainer):
