@@ -37,7 +37,6 @@ from sweeper.trainers.trial_pipeline import SweepInputs
 from sweeper.trial_keys import Trial
 
 if TYPE_CHECKING:
-    from sweeper.tune.preemption import DrainWatcher
     from sweeper.tune.system_metrics import SystemSampler
 
 CONFIG_KEY = "trial_key"
@@ -285,6 +284,7 @@ def run_reporting(
     from sweeper.tracking.artifacts import upload_logs, upload_trial
     from sweeper.tracking.staging import localize
     from sweeper.trainers.trial_pipeline import run_trial, trial_dir
+    from sweeper.tune.preemption import DrainWatcher
     from sweeper.tune.system_metrics import SystemSampler
 
     out = trial_dir(ctx.spec, trial)
