@@ -179,6 +179,7 @@ def _fairseq_saved(folder: Path, step: int) -> None:
     assert _fairseq_updates(folder / BEST) <= step
 
 
+@pytest.mark.soak  # `make reliability` runs it; `make test` keeps the causal-LM case
 def test_fairseq_saves_checkpoint_last_at_the_notice_and_resumes_there(tmp_path, tmp_path_factory):
     pytest.importorskip("fairseq")
     from sweeper.trainers.fairseq.fairseq_checkpoints import BEST, LAST
@@ -200,6 +201,7 @@ def test_fairseq_saves_checkpoint_last_at_the_notice_and_resumes_there(tmp_path,
     )
 
 
+@pytest.mark.soak  # `make reliability` runs it; `make test` keeps the causal-LM case
 def test_hf_classifier_saves_a_checkpoint_at_the_notice_and_resumes_there(
     tmp_path, tmp_path_factory
 ):

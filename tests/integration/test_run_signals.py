@@ -64,8 +64,11 @@ def _stopped_by(signum: int, tmp_path: Path, tmp_path_factory) -> tuple[Path, Pa
 
 @pytest.mark.parametrize(
     ("signum", "expected"),
-    [pytest.param(signal.SIGINT, 130, marks=pytest.mark.soak), (signal.SIGTERM, 143)],
-)  # Ctrl-C takes the same path as SIGTERM: `make test` runs SIGTERM, `make reliability` both
+    [
+        pytest.param(signal.SIGINT, 130, marks=pytest.mark.soak),
+        pytest.param(signal.SIGTERM, 143, marks=pytest.mark.soak),
+    ],
+)  # `make reliability` runs both (Ctrl-C takes the same path as SIGTERM)
 def test_a_signal_stops_the_sweep_gracefully(tmp_path, tmp_path_factory, signum, expected):
     spec, out, text, code = _stopped_by(signum, tmp_path, tmp_path_factory)
     assert code == expected, text[-3000:]
