@@ -91,6 +91,7 @@ if TYPE_CHECKING:
 
     from sweeper.selection import Selection
     from sweeper.summarize import Summary
+    from sweeper.summarize.costs import Prices
     from sweeper.summarize.evaluate import Evaluation
 
 FORMATS = ("terminal", "markdown", "csv", "json", "latex")
@@ -195,6 +196,7 @@ def run(args: argparse.Namespace) -> int:
             selection=selection,
             margin=margin,
             metric=metric,
+            prices=_prices(args),
         )
     except SummarizeError as exc:
         fail(str(exc))
@@ -265,6 +267,17 @@ def _metric(args: argparse.Namespace) -> str | None:
     if name not in known:
         fail(f"--metric {args.metric}: no trainer measures it; one of {', '.join(known)}")
     return name
+
+
+def _prices(args: argparse.Namespace) -> Prices | str:
+    """The spec's `cost:` block where it has one (prices may be set after the sweep
+    ran), else the prices the sweep run recorded."""
+    from sweeper.summarize.core import RECORDED, prices_of
+
+    if args.spec is None:
+        return RECORDED
+    prices = prices_of(load_or_exit(args.spec, args.overrides))
+    return prices if prices is not None else RECORDED
 
 
 def _resolve(
