@@ -1,12 +1,15 @@
 """What a user sees in the MLflow UI that `sweeper ui` serves, in a real browser.
 
 A finished sweep (2 inits × 2 seeds of the dummy trainer), `sweeper ui` on its store,
-headless Chromium (tests/support/browser.py; skipped without one). Checked as a user
-would look: the printed link lands on the runs table of the model-training view; the
-table groups by `sweeper.group`; each trial's run page shows `best_test_accuracy` equal
-to Table 1's test accuracy, its system metrics and its datasets (the prepared
-data's splits; the tiny test corpus lives in a folder named `corpus`). With
-$SWEEPER_SCREENSHOTS set (`make browser`), the pages are saved for the docs.
+headless Chromium in a new profile (tests/support/browser.py; skipped without one).
+Checked as a user would look, nothing clicked on the first page: the link exactly as
+printed lands on the runs table of the model-training view, grouped by `sweeper.group`
+with every trial row shown and its `best_test_accuracy` equal to Table 1's test
+accuracy, `best_valid_accuracy` and `best_step` columns, no Assistant panel beside the
+table; each trial's run page shows its best-checkpoint metrics, system metrics,
+datasets (the prepared data's splits; the tiny test corpus lives in a folder named
+`corpus`) and its logged model. With $SWEEPER_SCREENSHOTS set (`make browser`), the
+pages are saved for the docs as they were first shown.
 """
 
 from __future__ import annotations
@@ -20,12 +23,13 @@ from pathlib import Path
 import pytest
 
 from sweeper import record_names
-from sweeper.tracking.links import MODEL_TRAINING_VIEW, run_url
+from sweeper.tracking.links import MODEL_TRAINING_VIEW, metric_column, run_url
 from tests.support.browser import (
     chrome,
     click_text,
     require_chrome,
     screenshot,
+    table_cells,
     value_after,
     wait_for_text,
 )
@@ -72,23 +76,31 @@ def _printed_url(proc: subprocess.Popen[str]) -> str:
     raise AssertionError(f"`sweeper ui` printed no URL (exit {proc.poll()}):\n{''.join(seen)}")
 
 
-def test_the_ui_shows_the_runs_table_groups_and_table_1_numbers(served: dict):
+def test_the_printed_link_opens_on_the_result_and_runs_list_their_models(served: dict):
     url, trials = served["url"], served["trials"]
     base, experiment_id = re.match(r"(http://[^/]+)/#/experiments/(\d+)/", url).groups()  # type: ignore[union-attr]
-    with chrome() as driver:  # skips, saying why, without a browser or selenium
+    with chrome() as driver:  # a new profile; skips, saying why, without a browser or selenium
         from selenium.webdriver.common.by import By
         from selenium.webdriver.support.ui import WebDriverWait
 
+        # The link exactly as printed, nothing clicked: the first view is the result.
         driver.get(url)
-        shown = wait_for_text(driver, "5 matching runs")  # the parent and its 4 trials
+        shown = wait_for_text(driver, f"Group: {GROUPS[1]}")
+        assert f"Group: {GROUPS[0]}" in shown  # grouped by sweeper.group
         assert "Overview" not in shown.splitlines()  # not MLflow 3's GenAI overview
-
-        click_text(driver, "Group by", "button")
-        click_text(driver, record_names.TAG_GROUP)
-        shown = wait_for_text(driver, f"Group: {GROUPS[0]}")
-        assert f"Group: {GROUPS[1]}" in shown
-        assert all(trial["run_name"] in shown for trial in trials)
+        shown = wait_for_text(driver, trials[-1]["run_name"])  # the groups are expanded
+        assert all(trial["run_name"] in shown for trial in trials), shown[:3000]
         assert "corpus/train" in shown  # the Dataset column of the trial rows
+        cells = table_cells(driver, metric_column(record_names.METRIC_BEST_TEST_ACC))
+        for trial in trials:  # best_test_accuracy shown beside each trial = Table 1's
+            (value,) = [text for row, text in cells.items() if trial["run_name"] in row]
+            assert shown_number(value) == pytest.approx(trial["test_accuracy"], abs=rounding(value))
+        for name in (record_names.METRIC_BEST_VALID_ACC, record_names.METRIC_BEST_STEP):
+            assert table_cells(driver, metric_column(name)), f"no {name} column"
+        assert "MLflow Assistant" not in shown
+        panels = [e for e in driver.find_elements(By.CSS_SELECTOR, "[data-assistant-ui]")
+                  if e.is_displayed() and e.size["width"] > 100]  # fmt: skip
+        assert not panels, "an Assistant panel is open beside the runs table"
         screenshot(driver, "mlflow-runs-grouped.png")
 
         for trial in trials:
@@ -99,6 +111,10 @@ def test_the_ui_shows_the_runs_table_groups_and_table_1_numbers(served: dict):
             assert float(value_after(shown, record_names.METRIC_BEST_STEP)) == trial["best_step"]
             assert "system/process_memory_usage_megabytes" in shown  # System metrics
             assert "corpus/train" in shown  # Datasets: the prepared data's train split
+            # Its logged model: the run page's table of the models a run outputs
+            shown = wait_for_text(driver, "Logged models (1)")
+            listed = shown.split("Logged models (1)")[1].split("About this run")[0].splitlines()
+            assert {trial["run_name"], "Output", "Ready"} <= set(listed), listed
         screenshot(driver, "mlflow-trial-run.png")
 
         # The Models tab: one logged model (the best checkpoint) per trial.
@@ -119,3 +135,13 @@ def test_the_ui_shows_the_runs_table_groups_and_table_1_numbers(served: dict):
         shown = wait_for_text(driver, "Table 2.")
         assert "Table 1." in shown and GROUPS[0] in shown
         assert driver.find_elements(By.TAG_NAME, "img"), "the figures are not inline"
+
+
+def shown_number(text: str) -> float:
+    return float(text.strip().replace(",", ""))
+
+
+def rounding(text: str) -> float:
+    """Half a unit of the last digit shown: the table may round what it shows."""
+    decimals = len(text.strip().partition(".")[2])
+    return 0.5 * 10**-decimals + 1e-9

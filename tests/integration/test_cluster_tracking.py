@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from sweeper import record_names
-from sweeper.tracking.links import experiment_url
+from sweeper.tracking.links import FIRST_VIEW, experiment_url
 from tests.support.cluster import free_port, get, mlflow_server
 from tests.support.processes import clean_env, kill_group
 from tests.support.specs import minimal_spec
@@ -88,7 +88,7 @@ def test_sweeper_ui_serves_the_sweeps_store(tmp_path):
         assert found, f"no URL printed (exit {proc.poll()}): {line!r}"
         url = found.group(1)
         assert url == experiment_url(f"http://127.0.0.1:{port}", experiment_id)
-        assert url.endswith(f"/#/experiments/{experiment_id}/runs?workflowType=machine_learning")
+        assert url.endswith(f"/#/experiments/{experiment_id}/runs?{FIRST_VIEW}")
         assert b"<html" in get(url.split("#")[0]).lower()
         api = f"http://127.0.0.1:{port}/ajax-api/2.0/mlflow/experiments/get"
         answer = get(f"{api}?experiment_id={experiment_id}")

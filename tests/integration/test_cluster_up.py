@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from sweeper import record_names
+from sweeper.tracking.links import FIRST_VIEW
 from tests.support.cluster import RAY, SWEEPER, _node_ports, free_port
 from tests.support.processes import clean_env
 from tests.support.reliability import record
@@ -179,7 +180,7 @@ def test_ray_job_submit_with_no_auth_variables_leaves_a_durable_record(up: Up):
     ui = _run([SWEEPER, "ui", "sweeps/demo.yaml"], up.env, up.checkout, timeout=60)
     assert ui.returncode == 0 and f"{up.tracking}/#/experiments/" in ui.stdout, ui.stdout
     link = re.search(r"MLflow UI: (\S+)", summary.stdout + submitted.stdout)  # run + summarize
-    assert link and link.group(1).endswith("/runs?workflowType=machine_learning"), link
+    assert link and link.group(1).endswith(f"/runs?{FIRST_VIEW}"), link
 
 
 @pytest.mark.soak  # a multi-minute scenario: `make reliability` runs it

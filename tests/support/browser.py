@@ -11,8 +11,9 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,21 +40,23 @@ def require_chrome() -> tuple[str, str]:
 
 @contextlib.contextmanager
 def chrome(width: int = 1600, height: int = 1000) -> Iterator[Any]:
-    """A headless Chromium WebDriver, quit on exit."""
+    """A headless Chromium WebDriver in a new, empty profile (what a first visit sees:
+    no stored UI state), quit on exit."""
     browser, driver = require_chrome()
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
     options.binary_location = browser
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                f"--window-size={width},{height}"):  # fmt: skip
-        options.add_argument(arg)
-    session = webdriver.Chrome(service=Service(driver), options=options)
-    try:
-        yield session
-    finally:
-        session.quit()
+    with tempfile.TemporaryDirectory(prefix="sweeper-chrome-") as profile:
+        for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                    f"--window-size={width},{height}", f"--user-data-dir={profile}"):  # fmt: skip
+            options.add_argument(arg)
+        session = webdriver.Chrome(service=Service(driver), options=options)
+        try:
+            yield session
+        finally:
+            session.quit()
 
 
 def page_text(driver: Any) -> str:
@@ -64,14 +67,42 @@ def page_text(driver: Any) -> str:
 
 def wait_for_text(driver: Any, text: str, timeout: float = 60) -> str:
     """Poll the page until `text` shows (the UI renders after its API calls return)."""
+    return wait_for(driver, lambda shown: text in shown, timeout, repr(text))
+
+
+def wait_for(
+    driver: Any, shows: Callable[[str], bool], timeout: float = 60, what: str = "the page"
+) -> str:
+    """Poll the page's text until `shows` holds for it (an error in `shows` counts as
+    not yet); that text."""
     deadline = time.monotonic() + timeout
     while True:
         shown = page_text(driver)
-        if text in shown:
-            return shown
+        with contextlib.suppress(Exception):
+            if shows(shown):
+                return shown
         if time.monotonic() > deadline:
-            raise AssertionError(f"{text!r} not shown within {timeout:.0f}s; page:\n{shown[:3000]}")
+            raise AssertionError(f"{what} not shown within {timeout:.0f}s; page:\n{shown[:3000]}")
         time.sleep(0.5)
+
+
+def table_cells(driver: Any, column: str) -> dict[str, str]:
+    """The runs table's cells of one column (its id, e.g. "metrics.`best_test_accuracy`"),
+    keyed by the text of their whole row: the grid draws a row in parts (pinned name,
+    scrolled columns) that share its `row-index`."""
+    rows: dict[str, list[str]] = {}
+    cells: dict[str, str] = {}
+    for part in driver.execute_script(
+        "return [...document.querySelectorAll('.ag-row')].map(r => {"
+        "  const c = r.querySelector(`[col-id='${arguments[0]}']`);"
+        "  return [r.getAttribute('row-index'), r.innerText, c ? c.innerText : null]; })",
+        column,
+    ):
+        index, text, cell = part
+        rows.setdefault(index, []).append(text)
+        if cell is not None:
+            cells[index] = cell
+    return {" ".join(rows[index]): cell for index, cell in cells.items()}
 
 
 def click_text(driver: Any, text: str, tag: str = "*") -> None:
@@ -89,17 +120,11 @@ def value_after(text: str, label: str) -> str:
 
 
 def screenshot(driver: Any, name: str) -> Path | None:
-    """Save the page into $SWEEPER_SCREENSHOTS (if set), MLflow's assistant panel
-    closed so the page has the whole width."""
-    from selenium.webdriver.common.by import By
-
+    """Save the page, as shown (nothing is clicked), into $SWEEPER_SCREENSHOTS if set."""
     folder = os.environ.get(SCREENSHOTS_ENV)
     if not folder:
         return None
-    for button in driver.find_elements(By.XPATH, "//button[@aria-label='Close']"):
-        with contextlib.suppress(Exception):
-            button.click()
-    time.sleep(1.0)
+    time.sleep(1.0)  # the last requests' renders
     path = Path(folder) / name
     path.parent.mkdir(parents=True, exist_ok=True)
     driver.save_screenshot(str(path))

@@ -34,7 +34,10 @@ def test_a_finished_trial_has_one_model_carrying_its_best_metrics(tmp_path):
     assert {m.key: m.value for m in model.metrics}[record_names.METRIC_BEST_TEST_ACC] == 71.5
     history = client.get_metric_history(run_id, record_names.METRIC_BEST_TEST_ACC)
     assert [(m.step, m.value) for m in history] == [(30, 71.5)]  # on the run, once
-    assert client.get_run(run_id).info.status == "FINISHED"
+    run = client.get_run(run_id)
+    assert run.info.status == "FINISHED"
+    # an output of its run: what the run page's "Logged models" lists
+    assert [(o.model_id, o.step) for o in run.outputs.model_outputs] == [(model.model_id, 30)]
 
 
 def test_a_trial_without_a_best_checkpoint_gets_no_model(tmp_path):
@@ -83,3 +86,19 @@ def test_a_trial_with_a_dot_in_its_name_gets_its_model(tmp_path):
     (model,) = client.search_logged_models([experiment])
     assert model.name == "dummy-random-full-lr0_001-s1" and model.source_run_id == run_id
     assert client.get_run(run_id).info.run_name == name
+
+
+def test_a_retried_model_write_links_the_model_to_its_run_once(tmp_path):
+    from mlflow import MlflowClient
+
+    from sweeper.tracking.models import log_best_model
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.create_experiment("retry", artifact_location=str(tmp_path / "art"))
+    run_id = client.create_run(experiment).info.run_id
+    made: dict[str, str] = {}
+    best = {record_names.METRIC_BEST_TEST_ACC: 70.0}
+    first = log_best_model(client, run_id, "k1", best, 12, made)
+    assert log_best_model(client, run_id, "k1", best, 12, made) == first  # a retry
+    outputs = client.get_run(run_id).outputs.model_outputs
+    assert [(o.model_id, o.step) for o in outputs] == [(first, 12)]

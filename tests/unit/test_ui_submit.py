@@ -54,7 +54,8 @@ def test_ui_urls_and_store_paths():
     assert sqlite_path("sqlite:///rel/mlflow.db") == Path("rel/mlflow.db")
     assert sqlite_path("postgresql://u@db/mlflow") is None
     assert experiment_url("http://127.0.0.1:5000/", "7") == (
-        "http://127.0.0.1:5000/#/experiments/7/runs?workflowType=machine_learning"
+        "http://127.0.0.1:5000/#/experiments/7/runs"
+        "?workflowType=machine_learning&viewStateShareKey=sweeper"
     )  # the runs table of the model-training view, not MLflow 3's GenAI overview
     assert experiment_url("http://127.0.0.1:5000", None) == "http://127.0.0.1:5000"
     command = ui.server_command("sqlite:////x/mlflow.db", Path("/x/art"), "127.0.0.1", 5001)
@@ -129,3 +130,23 @@ def test_a_server_that_did_not_start_is_explained_by_its_error_lines(tmp_path):
         "ERROR:    [Errno 98] error while attempting to bind: address already in use"
     ]
     assert ui._error_lines(None, 0) == []
+
+
+def test_ui_gives_a_record_made_before_the_shared_view_its_view_once(tmp_path):
+    from mlflow import MlflowClient
+
+    from sweeper.summarize.sqlite_store import open_sqlite
+    from sweeper.tracking.links import VIEW_TAG, needs_view
+    from sweeper.tracking.store import DEFAULT_VIEW_METRICS
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    old = client.create_experiment("old", artifact_location=(tmp_path / "art").as_uri())
+    store = open_sqlite(uri)
+    assert store is not None and store.experiment_tag(old, VIEW_TAG) is None
+    ui._ensure_view(uri, old, DEFAULT_VIEW_METRICS)
+    written = store.experiment_tag(old, VIEW_TAG)
+    assert written == client.get_experiment(old).tags[VIEW_TAG]
+    assert not needs_view(written, DEFAULT_VIEW_METRICS)
+    ui._ensure_view(uri, old, DEFAULT_VIEW_METRICS)
+    assert store.experiment_tag(old, VIEW_TAG) == written  # the same view: not rewritten

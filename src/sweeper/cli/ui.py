@@ -9,6 +9,10 @@ When the sweep's tracking URI is a tracking server (http/https: the spec's, or
 $MLFLOW_TRACKING_URI, or the server of a running `sweeper cluster up`), that server
 already is the UI: the URL of the sweep's experiment is printed and nothing is started.
 
+The URL opens the runs table grouped by sweeper.group with the best-checkpoint columns
+(docs/mlflow_ui.md): the experiment's shared view, written here if the sweep's record
+predates it.
+
 examples:
   sweeper ui sweeps/demo.yaml
   sweeper ui sweeps/demo.yaml --port 5001
@@ -93,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
     from sweeper.deploy.resolve import tracking_uri
     from sweeper.tracking import artifact_root, experiment_name
     from sweeper.tracking.server import StoreMissing, check_server, is_server
+    from sweeper.tracking.store import spec_view_metrics
 
     spec = load_or_exit(args.spec, args.overrides)
     uri = tracking_uri(spec, args.tracking_uri)
@@ -101,7 +106,10 @@ def run(args: argparse.Namespace) -> int:
         url = uri
         with contextlib.suppress(Exception):  # the URL without the experiment still helps
             check_server(uri, timeout=3)  # MLflow's client would retry a dead server long
-            url = experiment_url(uri, _experiment_id(uri, name))
+            experiment_id = _experiment_id(uri, name)
+            url = experiment_url(uri, experiment_id)
+            if experiment_id is not None:
+                _ensure_view(uri, experiment_id, spec_view_metrics(spec))
         print(f"sweep {spec.name!r} is tracked by a server; its UI: {url} (experiment {name!r})")
         return 0
     _consent(args.host, args.port, args.allow_remote)
@@ -114,6 +122,11 @@ def run(args: argparse.Namespace) -> int:
     url = experiment_url(base, experiment_id)
     if experiment_id is None:
         print(f"note: the store {uri} has no experiment {name!r} yet", file=sys.stderr)
+    else:
+        try:
+            _ensure_view(uri, experiment_id, spec_view_metrics(spec))
+        except Exception as exc:  # e.g. a read-only store: the UI's default table then
+            print(f"note: the sweep's view could not be stored ({exc})", file=sys.stderr)
     return _serve(server_command(uri, artifact_root(spec), args.host, args.port), base, url)
 
 
@@ -135,6 +148,32 @@ def _experiment_id(uri: str, name: str) -> str | None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     found = MlflowClient(uri).get_experiment_by_name(name)
     return found.experiment_id if found is not None else None
+
+
+def _ensure_view(uri: str, experiment_id: str, metrics: tuple[str, ...]) -> None:
+    """Give the experiment sweeper's shared view (`tracking.links`), which the printed
+    URL opens, if it lacks it or has another one (a record from before the view, or from
+    a spec with another `select:`). A SQLite store is read with SQL; MLflow's client is
+    imported only to write."""
+    import logging
+
+    from sweeper.summarize.sqlite_store import open_sqlite
+    from sweeper.tracking.links import VIEW_TAG, first_view, needs_view
+
+    store = open_sqlite(uri)
+    if store is not None and not needs_view(store.experiment_tag(experiment_id, VIEW_TAG), metrics):
+        return
+    from mlflow import MlflowClient
+
+    for noisy in ("alembic", "mlflow.store.db.utils"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+    client = MlflowClient(uri)
+    if store is None:
+        tags = client.get_experiment(experiment_id).tags
+        if not needs_view(tags.get(VIEW_TAG), metrics):
+            return
+    client.set_experiment_tag(experiment_id, VIEW_TAG, first_view(metrics, int(time.time() * 1000)))
 
 
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})

@@ -68,6 +68,17 @@ class SqliteStore:
             row = db.execute(query, args).fetchone()
         return (str(row[0]), row[1]) if row else None
 
+    def experiment_tag(self, experiment_id: str, key: str) -> str | None:
+        """The value of tag `key` of an experiment, None if it has none (or the store
+        has no experiment tags table)."""
+        query = "SELECT value FROM experiment_tags WHERE experiment_id = ? AND key = ?"
+        with closing(self._connect()) as db:
+            try:
+                row = db.execute(query, (experiment_id, key)).fetchone()
+            except sqlite3.OperationalError:
+                return None
+        return row[0] if row else None
+
     def experiment_names(self) -> list[str]:
         with closing(self._connect()) as db:
             rows = db.execute("SELECT name FROM experiments WHERE lifecycle_stage = 'active'")

@@ -20,7 +20,8 @@ the sweep wrote. MLflow itself is imported only inside the functions that talk t
   staging.py      inputs through the artifact store, a node cache keyed by content hash
   resume_sync.py  a trial's last checkpoint synced to its run, restored on another node
   study.py        the Optuna studies of a search: storage, names, resume, importances
-  links.py        links into the MLflow UI, the same wherever sweeper prints one
+  links.py        links into the MLflow UI, the same wherever sweeper prints one, and the
+                  runs-table view they open
 """
 
 from __future__ import annotations

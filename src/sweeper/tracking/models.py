@@ -2,13 +2,16 @@
 
 The experiment's Models tab lists logged models; a trial's best checkpoint (already
 uploaded to its run under `checkpoints/best`, `tracking.artifacts`) appears there as
-one model per trial, linked to its run and carrying the best-checkpoint metrics
+one model per trial, made by its run (`source_run_id`) and carrying the best-checkpoint metrics
 (`record_names.BEST_METRIC_NAMES`), so models can be sorted by `best_test_accuracy` in the
 UI. The model is *external*: MLflow stores no second copy of the checkpoint, its tag
 `sweeper.checkpoint` names where it is (`runs:/<run id>/checkpoints/best`), which a
 fairseq or HF loader reads after `mlflow artifacts download`. The metrics are logged
 once, on the run and the model together (a metric point with a `model_id`), so the
-run's history holds each of them once.
+run's history holds each of them once. The model is also an *output* of its run, at the
+best step (`MlflowClient.log_outputs`, what `mlflow.<flavor>.log_model` records): the
+run page's "Logged models" lists a run's model outputs (and inputs), not the models
+that name the run as their source, so without it the run page would show none.
 """
 
 from __future__ import annotations
@@ -50,11 +53,16 @@ def log_best_model(
     made: dict[str, str],
 ) -> str:
     """Create the model (once: `made` maps run id -> model id across retries of this
-    write), log `best` on the run and the model at `step`, mark the model READY."""
-    from mlflow.entities import Metric
+    write), make it an output of the run at `step` (once), log `best` on the run and
+    the model at `step`, mark the model READY."""
+    from mlflow.entities import LoggedModelOutput, Metric
 
     model_id = made.get(run_id)
-    if model_id is None:
+    linked = False
+    if model_id is not None:  # a retry: the link may be made already
+        outputs = client.get_run(run_id).outputs
+        linked = outputs is not None and any(o.model_id == model_id for o in outputs.model_outputs)
+    else:
         run = client.get_run(run_id)
         model = client.create_logged_model(
             run.info.experiment_id,
@@ -64,6 +72,8 @@ def log_best_model(
             model_type=MODEL_TYPE,
         )
         model_id = made[run_id] = model.model_id
+    if not linked:
+        client.log_outputs(run_id, [LoggedModelOutput(model_id, step)])
     now = int(time.time() * 1000)
     metrics = [Metric(k, float(v), now, step, model_id=model_id) for k, v in best.items()]
     client.log_batch(run_id, metrics=metrics, synchronous=True)

@@ -23,7 +23,13 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from sweeper.spec.schema import SweepSpec
-from sweeper.tracking.store import artifact_root, ensure_experiment, experiment_name, sqlite_path
+from sweeper.tracking.store import (
+    artifact_root,
+    ensure_experiment,
+    experiment_name,
+    spec_view_metrics,
+    sqlite_path,
+)
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -109,7 +115,8 @@ def open_store(spec: SweepSpec, uri: str) -> tuple[MlflowClient, str]:
     db = sqlite_path(uri)
     with creation_lock(db):  # the first access creates and migrates the schema
         client = _open_client(uri, db)
-        return client, ensure_experiment(client, experiment_name(spec), root)
+        experiment = ensure_experiment(client, experiment_name(spec), root, spec_view_metrics(spec))
+        return client, experiment
 
 
 def _open_client(uri: str, db: Path | None) -> MlflowClient:

@@ -12,10 +12,14 @@ and four hand-rolled parsers had disagreed on query strings and %-escapes.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
+from sweeper import record_names
+from sweeper.selection import ACCURACY, Selection
 from sweeper.spec.schema import SweepSpec
 
 if TYPE_CHECKING:
@@ -60,8 +64,30 @@ def experiment_name(spec: SweepSpec) -> str:
     return spec.tracking.experiment or spec.name
 
 
+def view_metrics(selection: Selection = ACCURACY) -> tuple[str, ...]:
+    """The best-checkpoint columns of the runs table sweeper's links open
+    (`tracking.links.view_state`): each reported test metric (the first is Table 2's),
+    the selection metric, the step; e.g. `best_test_accuracy`, `best_valid_accuracy`,
+    `best_step`."""
+    prefix = record_names.METRIC_BEST_PREFIX
+    reported = (prefix + name for name in selection.report)
+    return (*reported, prefix + selection.metric, record_names.METRIC_BEST_STEP)
+
+
+DEFAULT_VIEW_METRICS = view_metrics()
+"""A classification sweep's: `best_test_accuracy`, `best_valid_accuracy`, `best_step`."""
+
+
+def spec_view_metrics(spec: SweepSpec) -> tuple[str, ...]:
+    """`view_metrics` of the spec's `select:` block."""
+    return view_metrics(Selection.of(spec.select))
+
+
 def ensure_experiment(
-    client: MlflowClient, name: str, artifact_root: Path | str | None = None
+    client: MlflowClient,
+    name: str,
+    artifact_root: Path | str | None = None,
+    metrics: Sequence[str] = DEFAULT_VIEW_METRICS,
 ) -> str:
     """Return the id of experiment `name`, creating it (with `artifact_root`) if absent.
 
@@ -71,11 +97,22 @@ def ensure_experiment(
     experiment is an error rather than silently restored: its name is still taken in
     MLflow, and bringing it back is the user's decision (`mlflow experiments restore`).
     Two processes creating the same experiment at once both get its id.
+
+    The experiment carries, new or old, the tags the UI reads for sweeper's links
+    (`tracking.links`): the model-training kind, and the shared view with `metrics` as
+    columns (written only when it differs, so an unchanged sweep rewrites nothing).
     """
     from mlflow.exceptions import MlflowException
 
-    from sweeper.tracking.links import EXPERIMENT_KIND_TAG, MODEL_TRAINING_KIND
+    from sweeper.tracking.links import (
+        EXPERIMENT_KIND_TAG,
+        MODEL_TRAINING_KIND,
+        VIEW_TAG,
+        first_view,
+        needs_view,
+    )
 
+    view = first_view(metrics, int(time.time() * 1000))
     existing = client.get_experiment_by_name(name)
     if existing is None:
         location = None
@@ -83,8 +120,9 @@ def ensure_experiment(
             text = str(artifact_root)
             location = text if "://" in text else Path(text).resolve().as_uri()
         try:
-            kind = {EXPERIMENT_KIND_TAG: MODEL_TRAINING_KIND}  # MLflow 3's model-training view
-            return client.create_experiment(name, artifact_location=location, tags=kind)
+            # MLflow 3's model-training view, opened on sweeper's shared view
+            tags = {EXPERIMENT_KIND_TAG: MODEL_TRAINING_KIND, VIEW_TAG: view}
+            return client.create_experiment(name, artifact_location=location, tags=tags)
         except MlflowException:
             existing = client.get_experiment_by_name(name)  # created concurrently
             if existing is None:
@@ -97,4 +135,6 @@ def ensure_experiment(
         )
     if EXPERIMENT_KIND_TAG not in existing.tags:  # made by an older sweeper: mark it too
         client.set_experiment_tag(existing.experiment_id, EXPERIMENT_KIND_TAG, MODEL_TRAINING_KIND)
+    if needs_view(existing.tags.get(VIEW_TAG), metrics):
+        client.set_experiment_tag(existing.experiment_id, VIEW_TAG, view)
     return existing.experiment_id
