@@ -14,6 +14,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +104,106 @@ def table_cells(driver: Any, column: str) -> dict[str, str]:
         if cell is not None:
             cells[index] = cell
     return {" ".join(rows[index]): cell for index, cell in cells.items()}
+
+
+Box = tuple[float, float, float, float]
+"""A rectangle in the viewport's CSS pixels: left, top, right, bottom."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One cell of the runs table as the browser draws it."""
+
+    row: str  # the grid's row-index, shared by the parts (pinned, scrolled) of one row
+    column: str
+    text: str
+    box: Box
+    clear: bool  # what the browser shows at its centre and each corner is the cell itself
+    whole: bool  # no text in it is cut short (no box in it clips its overflow)
+
+
+_CELLS = """
+const [columns] = arguments;
+const box = e => {
+  const r = e.getBoundingClientRect();
+  return [r.left, r.top, r.right, r.bottom];
+};
+const clear = e => {
+  const [l, t, r, b] = box(e);
+  if (r - l < 3 || b - t < 3) return false;
+  const xs = [l + 1, (l + r) / 2, r - 1], ys = [t + 1, (t + b) / 2, b - 1];
+  return xs.every(x => ys.every(y => {
+    const hit = document.elementFromPoint(x, y);
+    return hit !== null && e.contains(hit);
+  }));
+};
+// cut short: a box that clips its overflow (with an ellipsis or not) is narrower than
+// its content; 1-pixel boxes are screen-reader text, never shown
+const whole = e => [e, ...e.querySelectorAll('*')].every(x =>
+  getComputedStyle(x).overflowX === 'visible' || x.clientWidth <= 1
+  || x.scrollWidth <= x.clientWidth);
+const found = [];
+for (const row of document.querySelectorAll('.ag-row')) {
+  for (const cell of row.querySelectorAll('.ag-cell[col-id]')) {
+    const column = cell.getAttribute('col-id');
+    if (columns.includes(column))
+      found.push([
+        row.getAttribute('row-index'), column, cell.innerText, box(cell), clear(cell), whole(cell)
+      ]);
+  }
+}
+return found;
+"""
+
+
+def drawn_cells(driver: Any, columns: list[str]) -> list[Cell]:
+    """The runs table's cells of `columns` (ids, e.g. "metrics.`best_step`"), as drawn
+    now. The grid renders only the columns in its scrolled window, so a column scrolled
+    out of sight has no cells here."""
+    return [
+        Cell(row, column, text, tuple(box), clear, whole)  # type: ignore[arg-type]
+        for row, column, text, box, clear, whole in driver.execute_script(_CELLS, columns)
+    ]
+
+
+def assistant_panel(driver: Any) -> Box | None:
+    """The rectangle of MLflow's Assistant side panel, None while it is closed. The
+    panel is the `data-assistant-ui` element laid out in the page's flow; the
+    Assistant's floating button (position fixed) is not the panel."""
+    found = driver.execute_script(
+        "return [...document.querySelectorAll('div[data-assistant-ui]')]"
+        "  .filter(e => getComputedStyle(e).position !== 'fixed')"
+        "  .map(e => e.getBoundingClientRect()).map(r => [r.left, r.top, r.right, r.bottom])"
+        "  .filter(([l, t, r, b]) => r > l && b > t)"
+    )
+    return tuple(found[0]) if found else None  # type: ignore[return-value]
+
+
+def close_assistant(driver: Any) -> None:
+    """Click the Assistant panel's close button (the profile remembers it closed)."""
+    from selenium.webdriver.common.by import By
+
+    selector = "div[data-assistant-ui] button[aria-label='Close']"
+    driver.find_element(By.CSS_SELECTOR, selector).click()
+    time.sleep(1.0)
+
+
+def viewport(driver: Any) -> Box:
+    """The rectangle of the window's viewport."""
+    width, height = driver.execute_script(
+        "return [document.documentElement.clientWidth, document.documentElement.clientHeight]"
+    )
+    return (0.0, 0.0, float(width), float(height))
+
+
+def intersects(a: Box, b: Box) -> bool:
+    """Whether two rectangles share any area (touching edges share none)."""
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def inside(a: Box, b: Box) -> bool:
+    """Whether rectangle `a` lies wholly within `b`."""
+    return b[0] <= a[0] and b[1] <= a[1] and a[2] <= b[2] and a[3] <= b[3]
 
 
 def click_text(driver: Any, text: str, tag: str = "*") -> None:

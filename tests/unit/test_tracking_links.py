@@ -8,11 +8,14 @@ import json
 from sweeper import record_names
 from sweeper.selection import Selection
 from sweeper.tracking.links import (
+    CREATED_COLUMN,
     EXPERIMENT_KIND_TAG,
     MODEL_TRAINING_KIND,
+    NAME_COLUMN,
     VIEW_TAG,
     experiment_url,
     first_view,
+    metric_column,
     needs_view,
     run_url,
     stored_state,
@@ -53,6 +56,9 @@ def test_the_shared_view_groups_by_sweeper_group_with_the_best_checkpoint_column
     by_group = [{"mode": "tag", "groupByData": record_names.TAG_GROUP}]
     assert state["groupBy"]["groupByKeys"] == by_group
     assert "metrics.`best_test_accuracy`" in state["selectedColumns"]
+    metrics = [metric_column(name) for name in DEFAULT_VIEW_METRICS]
+    assert state["columnOrder"][:5] == [NAME_COLUMN, CREATED_COLUMN, *metrics]  # no scrolling
+    assert set(state["columnWidths"]) <= set(state["columnOrder"])  # the UI sizes only these
     assert stored_state(first_view(DEFAULT_VIEW_METRICS, 5)) == state
     assert not needs_view(first_view(DEFAULT_VIEW_METRICS, 5), DEFAULT_VIEW_METRICS)
     assert needs_view(None, DEFAULT_VIEW_METRICS) and needs_view("{not json", DEFAULT_VIEW_METRICS)

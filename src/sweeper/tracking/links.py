@@ -46,9 +46,22 @@ FIRST_VIEW = f"{MODEL_TRAINING_VIEW}&{VIEW_PARAM}={VIEW_KEY}"
 """The query of a link to the runs table: model-training view, sweeper's shared view."""
 GROUP_AGGREGATE = "average"
 """A group row's value of each column: the mean over its trials (Table 2's mean)."""
-DEFAULT_COLUMNS = ("attributes.`Models`", "attributes.`Dataset`")
+NAME_COLUMN = "attributes.`Run Name`"
+CREATED_COLUMN = "runDateAndNestInfo"
+MODELS_COLUMN = "attributes.`Models`"
+DATASET_COLUMN = "attributes.`Dataset`"
+DEFAULT_COLUMNS = (MODELS_COLUMN, DATASET_COLUMN)
 """Of the UI's default columns (Source, Models, Dataset), the two that say something
 about a trial: its logged model and its prepared data."""
+NAME_WIDTH = 280
+"""Pixels of the Run Name column: a group row's "Group: framework/init/finetune" name
+whole, beside its count."""
+CREATED_WIDTH = 150
+"""Pixels of the Created column: "24 seconds ago" whole, beside its status icon."""
+METRIC_WIDTH = 150
+"""Pixels of a best-checkpoint column: its header (e.g. `best_valid_accuracy`) whole."""
+STEP_WIDTH = 120
+"""Pixels of the `best_step` column: a group row's "20 (average)" whole."""
 
 
 def experiment_url(base: str, experiment_id: str | None) -> str:
@@ -75,9 +88,25 @@ def view_state(metrics: Sequence[str]) -> dict[str, Any]:
     """The runs table's state for a sweep: grouped by `sweeper.group` with the groups
     expanded, the logged model, the data and `metrics` as columns. The keys are the UI
     state keys the shared-view hook applies (search facets are left to the UI's
-    defaults: all active runs, newest first)."""
+    defaults: all active runs, newest first).
+
+    The columns come in this order and width: Run Name and Created (pinned at the
+    left), then `metrics`, then the model and the data. MLflow 3.17 opens its Assistant
+    panel beside the table on a first visit to a local server (a quarter of the
+    window's width); at 1600 pixels the table beside it then shows, without scrolling,
+    the group names and a classification sweep's three best-checkpoint columns
+    (checked in tests/integration/test_browser_ui.py). In the UI's own order the
+    metrics come last, scrolled out of sight."""
+    order = [NAME_COLUMN, CREATED_COLUMN, *map(metric_column, metrics), *DEFAULT_COLUMNS]
+    widths = {NAME_COLUMN: NAME_WIDTH, CREATED_COLUMN: CREATED_WIDTH}
+    for name in metrics:
+        widths[metric_column(name)] = (
+            STEP_WIDTH if name == record_names.METRIC_BEST_STEP else METRIC_WIDTH
+        )
     return {
         "selectedColumns": [*DEFAULT_COLUMNS, *map(metric_column, metrics)],
+        "columnOrder": order,
+        "columnWidths": widths,
         "groupBy": {
             "aggregateFunction": GROUP_AGGREGATE,
             "groupByKeys": [{"mode": "tag", "groupByData": record_names.TAG_GROUP}],
