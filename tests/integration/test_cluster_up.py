@@ -185,6 +185,9 @@ def test_ray_job_submit_with_no_auth_variables_leaves_a_durable_record(up: Up):
 
 @pytest.mark.soak  # a multi-minute scenario: `make reliability` runs it
 def test_job_stopped_then_resubmitted_with_resume_finishes_only_the_rest(up: Up):
+    # An earlier test's `sweeper summarize` in the checkout left its log under runs/ (a
+    # command's log lies beside the spec's outputs); the job would upload it.
+    shutil.rmtree(up.checkout / "runs", ignore_errors=True)
     args = ["sweeps/demo.yaml", *TINY, "name=stopdemo", "grid.seed=[1,2,3]", "max_concurrent=1"]
     first = _run(
         [RAY, "job", "submit", "--no-wait", "--address", up.dashboard, "--working-dir", ".",
