@@ -38,6 +38,15 @@ def test_no_two_modules_share_a_file_name():
     assert not shared, f"modules that share a file name: {shared}"
 
 
+def test_no_two_test_files_share_a_name():
+    """The test folders are not packages: pytest imports each test file by its bare name,
+    so two files of one name stop the whole run at collection."""
+    found: dict[str, list[str]] = defaultdict(list)
+    for path in (SRC.parents[1] / "tests").rglob("test_*.py"):
+        found[path.name].append(str(path.relative_to(SRC.parents[1])))
+    assert {name: paths for name, paths in found.items() if len(paths) > 1} == {}
+
+
 @pytest.mark.parametrize("package", PACKAGES, ids=lambda p: str(p.relative_to(SRC)))
 def test_package_docstring_lists_its_modules(package):
     doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text(encoding="utf-8")))
