@@ -222,21 +222,6 @@ def _trainer_log(out: Path, seed: int, starts: int) -> str:
     return text if text.count("dummy trainer: starting at step") >= starts else ""
 
 
-def _real_trainer_pid(folder: Path) -> int | None:
-    """The fairseq or HF trainer process working in `folder` (its command line names
-    the folder; the Ray worker's does not)."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            line = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"sweeper.trainers." in line and folder.name.encode() in line:
-            return int(entry.name)
-    return None
-
-
 @pytest.mark.parametrize("framework", ["fairseq", "hf"])
 def test_sigterm_to_the_trainer_is_a_preemption_not_a_failure(
     framework, tmp_path, tmp_path_factory
@@ -253,8 +238,8 @@ def test_sigterm_to_the_trainer_is_a_preemption_not_a_failure(
         folder = next((out / "trials").glob(f"{framework}-random-full-s1-*"), None)
         if folder is None or _last_step(folder) < 25:
             return None
-        pid = _real_trainer_pid(folder)
-        return (folder, pid, _last_step(folder)) if pid else None
+        pids = trainer_pids(folder, marker="sweeper.trainers.")
+        return (folder, pids[0], _last_step(folder)) if pids else None
 
     try:
         folder, pid, reached = wait_until(running, proc, log, timeout=300)

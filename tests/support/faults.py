@@ -74,12 +74,16 @@ def _pids() -> list[int]:
     return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
 
 
-def trainer_pids(folder: Path, among: set[int] | None = None) -> list[int]:
-    """Live dummy-trainer processes working in `folder` (optionally only among `among`)."""
+def trainer_pids(
+    folder: Path, among: set[int] | None = None, marker: str = TRAINER_SCRIPT
+) -> list[int]:
+    """Live trainer processes working in `folder` (optionally only among `among`): the
+    dummy's by default; `marker="sweeper.trainers."` for fairseq and HF trainers, whose
+    command lines name their module and the folder (the Ray worker's names neither)."""
     found = []
     for pid in among if among is not None else _pids():
         line = _cmdline(pid)
-        if TRAINER_SCRIPT.encode() in line and folder.name.encode() in line:
+        if marker.encode() in line and folder.name.encode() in line:
             found.append(pid)
     return found
 
