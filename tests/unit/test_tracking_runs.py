@@ -227,11 +227,26 @@ def test_resumed_run_does_not_duplicate_points(client, experiment, tmp_path):
     first.result("k", {"points": [[s, "train_loss", 1.0 / s] for s in range(1, 8)]})
     # the driver dies; a new one resumes the same run
     seeded = MetricLog()
-    seeded.seed(run_id, last_steps(client, run_id, record_names.METRIC_NAMES))
+    seeded.seed(run_id, last_steps(client, run_id))
     second = Recorder(client, {"k": run_id}, seeded)
     second.result("k", {"points": [[s, "train_loss", 1.0 / s] for s in range(5, 11)]})
     steps = [m.step for m in client.get_metric_history(run_id, "train_loss")]
     assert sorted(steps) == list(range(1, 11))
+
+
+def test_a_resume_replays_no_metric_twice_whatever_its_name(client, experiment, tmp_path):
+    """Per-class metrics (and any name no fixed list holds) are deduplicated after a
+    resume too: the new driver seeds from every metric the run has."""
+    spec = _spec(tmp_path, seed=[1])
+    (trial,) = expand(spec)[0]
+    run_id = create_trial_run(client, experiment, open_sweep_run(client, experiment, spec), trial)
+    points = [[s, k, 50.0] for s in (10, 20) for k in ("test_f1_class1", "valid_recall_class0")]
+    Recorder(client, {"k": run_id}, MetricLog()).result("k", {"points": points})
+    seeded = MetricLog()
+    seeded.seed(run_id, last_steps(client, run_id))
+    Recorder(client, {"k": run_id}, seeded).result("k", {"points": points})  # the replay
+    for key in ("test_f1_class1", "valid_recall_class0"):
+        assert [m.step for m in client.get_metric_history(run_id, key)] == [10, 20]
 
 
 def test_parent_run_records_spec_provenance_and_cluster(client, experiment, tmp_path):

@@ -56,7 +56,6 @@ def run_grid(
     `pretrain_later`: `inputs.pretrained` is still to be trained, by a Ray task started
     beside the trials (`sweeper.engine.stage_graph`)."""
     from sweeper import record_names
-    from sweeper.record_names import METRIC_NAMES
     from sweeper.tracking.cost_ledger import CostLedger, recorded_totals
     from sweeper.tracking.inputs import inputs_fingerprint
     from sweeper.tracking.lineage import log_lineage, log_vocabulary, sweep_lineage
@@ -88,7 +87,7 @@ def run_grid(
     metrics = MetricLog()
     ledger = CostLedger(spec.resources.cpu, spec.resources.gpu)
     for run_id in plan.resume.values():  # what a killed driver had logged already
-        metrics.seed(run_id, last_steps(client, run_id, METRIC_NAMES))
+        metrics.seed(run_id, last_steps(client, run_id))
         ledger.seed(run_id, recorded_totals(client, run_id))  # --resume adds to it
     uris = artifact_uris(client, run_ids.values())
     refs = {key: RunRef(run_id, uris[run_id]) for key, run_id in run_ids.items()}

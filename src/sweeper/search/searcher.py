@@ -139,7 +139,7 @@ class RunCreatingSearcher(Searcher):
             )  # fmt: skip
             log_lineage(d.client, [run_id], d.lineage)
         else:  # a killed driver's trial, enqueued again: continue its run
-            d.recorder.metrics.seed(run_id, last_steps(d.client, run_id, record_names.METRIC_NAMES))
+            d.recorder.metrics.seed(run_id, last_steps(d.client, run_id))
             if d.recorder.ledger is not None:  # its earlier attempts' cost, added to
                 d.recorder.ledger.seed(run_id, recorded_totals(d.client, run_id))
         d.existing[key] = run_id  # the same values sampled again: the same run

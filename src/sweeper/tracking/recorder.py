@@ -67,10 +67,12 @@ class MetricLog:
         return kept
 
 
-def last_steps(client: MlflowClient, run_id: str, keys: Iterable[str]) -> dict[str, int]:
-    """Highest logged step of each metric of a run (absent metrics left out)."""
+def last_steps(client: MlflowClient, run_id: str) -> dict[str, int]:
+    """Highest logged step of every metric the run holds: all of them, since a trial
+    logs names no fixed list holds (a class's precision, recall and F1; its task's
+    measurements; system samples), and a resumed trial's replay sends each again."""
     steps: dict[str, int] = {}
-    for key in keys:
+    for key in client.get_run(run_id).data.metrics:
         history = client.get_metric_history(run_id, key)
         if history:
             steps[key] = max(int(m.step) for m in history)
