@@ -101,8 +101,13 @@ def write_trial(client, experiment_id: str, parent_id: str | None, trial: Trial,
 
 
 def write_experiment(client, name: str, trials: list[Trial], parent: bool = True) -> dict:
-    """An experiment with a parent run (unless told not) and the given trials."""
-    experiment_id = client.create_experiment(name)
+    """An experiment with a parent run (unless told not) and the given trials; its
+    artifacts beside the store (MLflow's default, ./mlruns, is the working directory)."""
+    from sweeper.tracking.store import sqlite_path
+
+    db = sqlite_path(client.tracking_uri)
+    location = (db.parent / "artifacts" / name).as_uri() if db is not None else None
+    experiment_id = client.create_experiment(name, artifact_location=location)
     parent_id = None
     if parent:
         parent_run = client.create_run(
