@@ -33,6 +33,8 @@ from sweeper import record_names
 from sweeper.tracking.resume_sync import MANIFEST_PREFIX, RESUME_DIR
 from sweeper.tracking.staging import CACHE_ENV, INPUTS_DIR
 from tests.support.cluster import (
+    FIRST_WORKER_IP,
+    HEAD_IP,
     mlflow_server,
     mount_namespace,
     namespace_pids,
@@ -54,7 +56,7 @@ from tests.support.sweeps import kill_group, new_sweep, roles_in
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-HEAD, WORKER = "127.0.0.2", "127.0.0.3"
+HEAD, WORKER = HEAD_IP, FIRST_WORKER_IP
 SEEDS = [1, 2, 3]
 
 # Runs a task pinned to each alive node; prints {node ip: {path: exists}}.

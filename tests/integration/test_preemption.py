@@ -32,6 +32,8 @@ from sweeper import record_names
 from sweeper.trainers.events import read_events
 from sweeper.trainers.notice import resumed_steps
 from tests.support.cluster import (
+    FIRST_WORKER_IP,
+    HEAD_IP,
     RAY,
     mlflow_server,
     mount_namespace,
@@ -55,7 +57,7 @@ from tests.support.sweeps import client_for, kill_group, new_sweep, roles_in, sw
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.soak]
 
-HEAD, WORKER = "127.0.0.2", "127.0.0.3"
+HEAD, WORKER = HEAD_IP, FIRST_WORKER_IP
 ONE_EPOCH = {"epochs": 1, "batch_size": 4}  # 80 examples: 20 updates, one checkpoint at 20
 PAST = 6
 """The step a trial must have passed before the notice (N of the issue)."""

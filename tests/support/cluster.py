@@ -40,6 +40,7 @@ HOST = "127.0.0.1"
 # 127.0.0.2, worker k 127.0.0.(2+k). Traffic stays in 127.0.0.0/8 and each node of the
 # one-machine cluster has an address of its own, as on a real cluster.
 HEAD_IP = "127.0.0.2"
+FIRST_WORKER_IP = "127.0.0.3"
 
 
 def free_port() -> int:
