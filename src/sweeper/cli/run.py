@@ -6,6 +6,11 @@ parent run for the sweep; run the trials on Ray (each retried up to `retries` ti
 from its own last checkpoint); print the summary (`sweeper summarize`), which is also
 logged to the parent run.
 
+A trial whose node is drained for preemption (a spot GPU taken back: Ray's autoscaler,
+or `ray drain-node --reason DRAIN_NODE_REASON_PREEMPTION`), or whose trainer gets
+SIGTERM, saves a checkpoint at its current step and resumes on another node from
+there; that spends no retry, only one of `preemptions` (docs/cluster.md).
+
 With no --address (and no $RAY_ADDRESS) Ray starts on this machine. The MLflow store:
 --tracking-uri, else the spec's `tracking.uri`, else $MLFLOW_TRACKING_URI, else the
 tracking server of a running `sweeper cluster up`, else a SQLite file in output_dir.

@@ -23,6 +23,10 @@ Reads the trial runs of one sweep and reports:
                validation step, each with the reason
   results      a paragraph in words: each group's mean and CI, and each comparison's
                outcome, difference, pairs and the interval it was decided from
+  cost         CPU-hours (GPU-hours where trials held GPUs) per group in Table 2 and
+               for the sweep, every attempt counted; with the spec's `cost:` block (or
+               the one the sweep recorded) money too; an undecided comparison's seeds
+               needed come with the trials and hours they would take
 Only runs that finished (MLflow status and sweeper.status tag) count, one per trial
 key (the earliest-started). Accuracies are percentages. Groups of fewer than 3 runs
 are flagged; with n = 1 std and CIs read "n/a".
