@@ -325,3 +325,27 @@ def test_a_correction_is_logged_at_its_step_and_becomes_its_latest_value(
     points = client.get_metric_history(run_id, "valid_accuracy")
     assert sorted((m.step, m.value) for m in points) == [(10, 66.0), (10, 70.0)]
     assert max(points, key=lambda m: m.timestamp).value == 66.0
+
+
+def test_preemptions_tag_the_run_with_a_json_list_that_stays_whole(client, experiment, tmp_path):
+    import json
+
+    spec = _spec(tmp_path, seed=[1])
+    (trial,) = expand(spec)[0]
+    run_id = create_trial_run(client, experiment, open_sweep_run(client, experiment, spec), trial)
+    recorder = Recorder(client, {"k": run_id}, MetricLog())
+    recorder.preempted("k", [(10, "head (127.0.0.2, ab)"), (None, "worker")])
+    recorder.drain()
+    tags = client.get_run(run_id).data.tags
+    assert tags[record_names.TAG_PREEMPTIONS] == "2"
+    assert json.loads(tags[record_names.TAG_PREEMPTED_ON]) == [
+        [10, "head (127.0.0.2, ab)"],
+        [None, "worker"],
+    ]
+    many = [(step, "n" * 200) for step in range(100)]  # longer than a tag may be
+    recorder.preempted("k", many)
+    recorder.drain()
+    tags = client.get_run(run_id).data.tags
+    kept = json.loads(tags[record_names.TAG_PREEMPTED_ON])
+    assert tags[record_names.TAG_PREEMPTIONS] == "100"
+    assert kept == [list(p) for p in many[-len(kept) :]] and 0 < len(kept) < 100

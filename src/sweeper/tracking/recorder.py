@@ -212,15 +212,20 @@ class Recorder:
 
     def preempted(self, key: str, history: Sequence[tuple[int | None, str]]) -> None:
         """Tag the run with its preemptions so far: how many, and each one's step and
-        node (the run stays one run; its trial resumes elsewhere)."""
+        node (the run stays one run; its trial resumes elsewhere). The node list is
+        JSON kept whole: past the tag limit, the oldest entries are left out."""
         import json
 
-        run_id = self.runs[key]
+        entries = [list(h) for h in history]
+        listed = json.dumps(entries)
+        while len(listed) > TAG_LIMIT and len(entries) > 1:
+            entries = entries[1:]
+            listed = json.dumps(entries)
         tags = {
             record_names.TAG_PREEMPTIONS: str(len(history)),
-            record_names.TAG_PREEMPTED_ON: error_tag(json.dumps([list(h) for h in history])),
+            record_names.TAG_PREEMPTED_ON: listed,
         }
-        self._tags(run_id, tags)
+        self._tags(self.runs[key], tags)
 
     def failed(self, key: str, error: str) -> None:
         """Past its retries: FAILED, with the error tail as a tag and, where the artifact
