@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 # How the install is made fast (measured in docs/benchmarks.md, "Install"):
 # - torch goes in first with pip, so pip's own configuration picks the wheel (the local CPU
 #   build on the dev machines, the CUDA build from PyPI elsewhere); the pinned uv comes with it.
-# - uv then installs the rest (`-e '.[dev]'`), leaving that torch in place: it resolves the
+# - uv then installs the rest (`-e '.[dev,server]'`), leaving that torch in place: it resolves the
 #   same versions as pip, several times faster, and a warm uv cache installs in seconds.
 # - fairseq-fixed ships only as an sdist. A plain build compiles three torch C++ extensions
 #   (libbase, libnat, alignment_train; CUDA ones too where CUDA_HOME is set), most of the
@@ -26,14 +26,24 @@ TORCH   := torch==2.13.0
 UV      := uv==0.13.9
 UV_PIP   = $(BIN)/uv pip install --compile-bytecode --python $(BIN)/python
 
-.PHONY: install test test-fast lint format demo bench clean reliability browser spec-doc
+.PHONY: install postgres-server test test-fast lint format demo bench clean reliability browser spec-doc
 
-install: $(STAMP)
+install: $(STAMP) postgres-server
+
+# The tests run a real PostgreSQL server (tests/support/postgres.py) from Debian's
+# binaries; where a machine lacks them they are installed here (root, as on CI), without
+# the package's own cluster: no server is left running by the install.
+postgres-server:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+		echo "PostgreSQL server binaries missing: apt-get install postgresql"; \
+		mkdir -p /etc/postgresql-common && \
+		echo "create_main_cluster = false" > /etc/postgresql-common/createcluster.conf && \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; }
 
 $(STAMP): pyproject.toml Makefile tools/fairseq_wheel.py
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install $(TORCH) $(UV)
-	$(UV_PIP) -e '.[dev]'
+	$(UV_PIP) -e '.[dev,server]'
 	wheel=$$($(BIN)/python tools/fairseq_wheel.py) && $(UV_PIP) --no-deps "$$wheel"
 	$(BIN)/python -c "import fairseq, fairseq.data.data_utils_fast, torch, transformers, ray, mlflow, peft, optuna"
 	@touch $@

@@ -7,9 +7,13 @@ explicit in each file, since they depend on the test rather than on where it liv
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.support.postgres import PostgresServer, postgres_server
 
 HERE = Path(__file__).resolve().parent
 
@@ -21,3 +25,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.resolve().is_relative_to(HERE):
             item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """One real PostgreSQL server for the session (Debian's binaries, 127.0.0.1, a free
+    port; `make install` installs them where missing), stopped by its pid at the end."""
+    with postgres_server() as server:
+        yield server
+
+
+@pytest.fixture
+def postgres_uri(postgres: PostgresServer) -> str:
+    """A fresh, empty database on that server for one test: `postgresql://...`."""
+    return postgres.create_database(f"t{uuid.uuid4().hex[:12]}")

@@ -316,11 +316,16 @@ class MlflowServer:
 
 @contextlib.contextmanager
 def mlflow_server(
-    root: Path, timeout: float = 120, port: int | None = None
+    root: Path,
+    timeout: float = 120,
+    port: int | None = None,
+    backend_store_uri: str | None = None,
+    workers: int = 1,
 ) -> Iterator[MlflowServer]:
-    """`mlflow server` on 127.0.0.1 with a SQLite backend and a proxied artifact folder
-    under `root`, as a tracking server on a cluster would be (minus the database).
-    Started again with the same root and port, it is the same server restarted."""
+    """`mlflow server` on 127.0.0.1 with a proxied artifact folder under `root` and a
+    SQLite backend there, or `backend_store_uri` (a PostgreSQL database from
+    tests/support/postgres.py: the cluster's own store). Started again with the same
+    root, port and store, it is the same server restarted."""
     root.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     log = open(root / "server.log", "ab")  # noqa: SIM115
@@ -329,8 +334,8 @@ def mlflow_server(
             sys.executable, "-m", "mlflow", "server",
             "--host", HOST,
             "--port", str(port),
-            "--workers", "1",
-            "--backend-store-uri", f"sqlite:///{root / 'server.db'}",
+            "--workers", str(workers),
+            "--backend-store-uri", backend_store_uri or f"sqlite:///{root / 'server.db'}",
             "--artifacts-destination", str(root / "artifacts"),
         ],
         stdout=log,
