@@ -42,10 +42,12 @@ class PostgresMissing(RuntimeError):
 
 def server_bin_dir() -> Path:
     """The newest `/usr/lib/postgresql/<version>/bin` holding `initdb` and `postgres`."""
-    found = sorted(
-        glob.glob("/usr/lib/postgresql/*/bin/postgres"),
-        key=lambda p: int(Path(p).parent.parent.name) if Path(p).parent.parent.name.isdigit() else 0,
-    )
+
+    def version(path: str) -> int:
+        name = Path(path).parent.parent.name
+        return int(name) if name.isdigit() else 0
+
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/postgres"), key=version)
     if not found:
         raise PostgresMissing(
             "no PostgreSQL server under /usr/lib/postgresql/*/bin (`make install` runs "
