@@ -1,14 +1,18 @@
 """Engine throughput: trials per minute when the trainer does no work.
 
-    python bench/bench_throughput.py             # 40 trials, 2 at a time, both stores
-    python bench/bench_throughput.py --quick     # 8 trials: checks the script
+    python bench/bench_throughput.py                  # 40 trials, 2 at a time, 3 stores
+    python bench/bench_throughput.py --quick          # 8 trials: checks the script
+    python bench/bench_throughput.py --baseline REV   # also REV's code, same stores
 
 A sweep of the test-only `dummy` trainer (a subprocess that reads its inputs, writes
 20 steps of metrics and a checkpoint per epoch, and sleeps 0 s a step), so what is
 timed is sweeper's own per-trial cost: Ray Tune scheduling the trial, the trainable
 starting the trainer process, parsing its events, logging them to MLflow through the
-recorder, syncing and closing the run. Two stores: the local SQLite file and a loopback
-`mlflow server` (a cluster's store). Reported from the trial runs' own start and end
+recorder, syncing and closing the run. Three stores: the local SQLite file, a loopback
+`mlflow server` on a SQLite file, and the same server on PostgreSQL (a cluster's store:
+tests/support/postgres.py starts one from Debian's binaries). `--baseline REV` runs
+the same sweeps with REV's `src/` first on PYTHONPATH, in the same run, so before and
+after share the machine's load. Reported from the trial runs' own start and end
 times in MLflow: the span from the first start to the last end, trials per minute over
 it, and engine seconds per trial (span x concurrency / trials: the time one slot spends
 per trial). A trial's start is its first logged point (its run is created, with every
@@ -31,12 +35,14 @@ import yaml
 
 from sweeper import record_names
 from tests.support.cluster import mlflow_server
+from tests.support.postgres import postgres_server
 from tests.support.sweeps import base_spec
 
 TITLE = "Engine throughput"
 TRIALS, QUICK_TRIALS = 40, 8
 CONCURRENCY = 2
 PLUGIN = "tests.support.dummy_trainer:register"
+STORES = ("sqlite", "server", "server-pg")
 
 
 def write_sweep(work: Path, name: str, trials: int) -> Path:
@@ -50,14 +56,15 @@ def write_sweep(work: Path, name: str, trials: int) -> Path:
     return path
 
 
-def run_sweep(spec: Path, uri: str | None) -> tuple[float, list[tuple[float, float]]]:
+def run_sweep(
+    spec: Path, uri: str | None, env: dict[str, str]
+) -> tuple[float, list[tuple[float, float]]]:
     """Run the sweep; (driver wall seconds, [(start, end) of each trial run])."""
     from mlflow import MlflowClient
 
     from sweeper.spec.load import load_spec
     from sweeper.tracking import experiment_name, spec_store_uri
 
-    env = common.clean_env()
     extra = ["--tracking-uri", uri] if uri else []
     timed = common.run_timed(common.sweeper_command("run", spec, *extra), env=env)
     loaded = load_spec(spec)
@@ -74,18 +81,26 @@ def run_sweep(spec: Path, uri: str | None) -> tuple[float, list[tuple[float, flo
     return timed.wall, spans
 
 
-def measure(work: Path, trials: int, store: str) -> dict[str, Any]:
-    spec = write_sweep(work, f"throughput-{store}", trials)
+def measure(work: Path, trials: int, store: str, code: str, env: dict[str, str]) -> dict[str, Any]:
+    name = f"throughput-{store}-{code.split()[0]}"
+    spec = write_sweep(work, name, trials)
     if store == "sqlite":
-        wall, spans = run_sweep(spec, None)
+        wall, spans = run_sweep(spec, None, env)
+    elif store == "server":
+        with mlflow_server(work / f"server-{name}") as server:
+            wall, spans = run_sweep(spec, server.uri, env)
     else:
-        with mlflow_server(work / "server") as server:
-            wall, spans = run_sweep(spec, server.uri)
+        with (
+            postgres_server() as postgres,
+            mlflow_server(work / f"server-{name}", backend_store_uri=postgres.uri) as server,
+        ):
+            wall, spans = run_sweep(spec, server.uri, env)
     assert len(spans) == trials, f"{len(spans)} trial runs, expected {trials}"
     span = max(end for _, end in spans) - min(start for start, _ in spans)
     durations = [end - start for start, end in spans]
     return {
         "store": store,
+        "code": code,
         "trials": trials,
         "wall": wall,
         "span": span,
@@ -99,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     common.add_common_arguments(parser)
+    parser.add_argument("--baseline", metavar="REV", help="also REV's code, same stores")
     args = parser.parse_args(argv)
     # This process reads the spec; children (the CLI, Ray workers) inherit both.
     os.environ["SWEEPER_PLUGINS"] = PLUGIN
@@ -109,14 +125,21 @@ def main(argv: list[str] | None = None) -> int:
     info, start_load = common.machine(), common.load_average()
     rows = []
     with tempfile.TemporaryDirectory(prefix="sweeper-bench-throughput-") as tmp:
-        for store in ("sqlite", "server"):
-            row = measure(Path(tmp), trials, store)
-            rows.append(row)
-            print(
-                f"{store}: {row['per_minute']:.1f} trials/min, {row['engine_s']:.2f} s per "
-                f"trial slot, driver wall {row['wall']:.1f} s",
-                flush=True,
-            )
+        codes = {"this checkout": common.clean_env()}
+        if args.baseline:  # its src/ first, this checkout's root for the dummy plugin
+            src = common.code_of(args.baseline, Path(tmp) / "baseline-code")
+            path = os.pathsep.join([str(src), str(common.ROOT)])
+            codes = {args.baseline: {**common.clean_env(), "PYTHONPATH": path}, **codes}
+        for store in STORES:  # each store's before and after next to each other in time
+            for code, env in codes.items():
+                row = measure(Path(tmp), trials, store, code, env)
+                rows.append(row)
+                print(
+                    f"{store} ({code}): {row['per_minute']:.1f} trials/min, "
+                    f"{row['engine_s']:.2f} s per trial slot, driver wall {row['wall']:.1f} s, "
+                    f"load {common.load_average()}",
+                    flush=True,
+                )
     lines = common.header(TITLE, common.command_line("bench_throughput.py", argv), info, start_load)
     lines += [
         "",
@@ -128,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         *common.table(
             [
                 "Store",
+                "Code",
                 "Trials/min",
                 "Engine s per trial",
                 "Median run (s)",
@@ -137,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
             [
                 [
                     r["store"],
+                    r["code"],
                     f"{r['per_minute']:.1f}",
                     f"{r['engine_s']:.2f}",
                     f"{r['run_median']:.2f}",

@@ -21,7 +21,8 @@ from sweeper.tracking.links import FIRST_VIEW, experiment_url
 from tests.support.cluster import free_port, get, mlflow_server
 from tests.support.processes import clean_env, kill_group
 from tests.support.specs import minimal_spec
-from tests.support.sweeps import new_sweep, run_sweeper
+from tests.support.sweeps import client_for, new_sweep, run_sweeper
+from tests.support.trial_record import trial_record
 
 pytestmark = pytest.mark.integration
 
@@ -51,6 +52,13 @@ def test_a_sweep_records_to_a_tracking_server(tmp_path, tmp_path_factory):
             assert record_names.ARTIFACT_TRIAL_CONFIG in listed, listed
         # the server stored the artifacts (proxied), not the sweep's local folder
         assert list((tmp_path / "server" / "artifacts").rglob(record_names.ARTIFACT_TRIAL_CONFIG))
+        served = trial_record(client, "served")
+    # The server's record is the file store's: the writes joined into fewer requests,
+    # sent by the outbox's thread, and the uploads made at once lose nothing.
+    local_spec, out = new_sweep(tmp_path / "local", tmp_path_factory, "served")
+    done = run_sweeper("run", local_spec)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert trial_record(client_for(out), "served") == served
     print(f"tracking server sweep: {time.monotonic() - started:.1f}s")
 
 

@@ -12,10 +12,18 @@ trial's own events file: every point once, none lost.
   memory is sampled every second; at the last trial it must be within 20% of its value
   after the first 20 (a leak per trial would show as growth), and trials per minute
   are reported.
+* Load on the cluster's own database (`soak`; about 6 minutes on 2 cores): 200 trials,
+  8 at once, over a loopback two-node Ray cluster (`sweeper run --address`), logging to
+  an `mlflow server` on a real PostgreSQL; the record is read from PostgreSQL itself
+  (one SQL query, not through MLflow) and checked against every trial's events file,
+  and the sweep's sustained points per second are reported. Then the same server is
+  loaded in steps of writers (`tests.support.server_load`) with one server worker and
+  with two, to say where it saturates (docs/cluster.md, "Sizing the tracking server").
 """
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
@@ -24,10 +32,20 @@ from typing import Any
 import pytest
 
 from sweeper import record_names
-from tests.support.cluster import mlflow_server
-from tests.support.faults import compare_with_events, finish, server_root, start_sweep, trial_folder
+from tests.support.cluster import mlflow_server, ray_cluster
+from tests.support.faults import (
+    compare_points,
+    compare_with_events,
+    compared_keys,
+    expected_points,
+    finish,
+    server_root,
+    start_sweep,
+    trial_folder,
+)
 from tests.support.proxy import slow_proxy
 from tests.support.reliability import record
+from tests.support.server_load import saturation
 from tests.support.sweeps import kill_group, new_sweep, sweeper_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -152,4 +170,111 @@ def test_soak_200_trials_keep_every_point_and_the_driver_flat(tmp_path, tmp_path
         f"or extra; driver RSS {after_20 / 1024:.0f} MiB after 20 trials, "
         f"{at_end / 1024:.0f} MiB after {end_finished} ({at_end / after_20:.2f}x); "
         f"{per_minute:.1f} trials per minute from the first trial's end to the last's",
+    )
+
+
+LOAD_TRIALS, LOAD_AT_ONCE = 200, 8
+LOAD = {"*": {"sleep_per_step": 0.1}}
+"""About 2 s of steps per trial: a report every few hundred ms from 8 trials at once,
+each with its train loss, learning rate, validation and system points."""
+
+
+def _record_in_postgres(postgres: Any, database: str) -> dict[int, dict[Any, list[Any]]]:
+    """seed -> {(metric, step): [(timestamp, value)]} of every trial run (the runs with
+    a seed tag), read from the `metrics` table with one query."""
+    rows = postgres.psql(
+        "SELECT s.value, m.key, m.step, m.timestamp, m.value FROM metrics m "
+        "JOIN tags s ON s.run_uuid = m.run_uuid AND s.key = 'sweeper.seed'",
+        database=database,
+    )
+    found: dict[int, dict[Any, list[Any]]] = {}
+    for line in rows.splitlines():
+        seed, key, step, timestamp, value = line.split("|")
+        points = found.setdefault(int(seed), {}).setdefault((key, int(step)), [])
+        points.append((int(timestamp), float(value)))
+    return found
+
+
+def _runs_and_nodes(postgres: Any, database: str) -> tuple[dict[int, int], set[str]]:
+    """(seed -> how many runs have that seed tag, the trial runs' distinct node tags)."""
+    runs = postgres.psql(
+        "SELECT value, count(*) FROM tags WHERE key = 'sweeper.seed' GROUP BY value", database
+    )
+    nodes = postgres.psql("SELECT DISTINCT value FROM tags WHERE key = 'sweeper.node'", database)
+    per_seed = dict(map(int, line.split("|")) for line in runs.splitlines() if line)
+    return per_seed, {line for line in nodes.splitlines() if line}
+
+
+@pytest.mark.soak
+def test_load_200_trials_8_at_once_on_a_cluster_keep_every_point_in_postgres(
+    tmp_path, tmp_path_factory, postgres, postgres_uri
+):
+    seeds = list(range(1, LOAD_TRIALS + 1))
+    database = postgres_uri.rsplit("/", 1)[1]
+    spec, out = new_sweep(tmp_path / "load", tmp_path_factory, "load", grid={"seed": seeds},
+                          max_concurrent=LOAD_AT_ONCE, retries=0)  # fmt: skip
+    log = tmp_path / "load.log"
+    extra = {"SWEEPER_DUMMY_EXTRA": json.dumps(LOAD)}
+    with (
+        mlflow_server(tmp_path / "server", backend_store_uri=postgres_uri) as server,
+        ray_cluster(tmp_path / "ray_logs", head_cpus=LOAD_AT_ONCE // 2, **extra) as cluster,
+    ):
+        cluster.add_worker(num_cpus=LOAD_AT_ONCE // 2)
+        args = ("--address", cluster.address, "--tracking-uri", server.uri)
+        start = time.monotonic()
+        proc = start_sweep(log, spec, *args, env=cluster.env)
+        try:
+            text = finish(proc, log, timeout=1800)
+        finally:
+            kill_group(proc.pid)
+        wall_s = time.monotonic() - start
+        assert proc.returncode == 0, text[-3000:]
+        stored = _record_in_postgres(postgres, database)
+        per_seed, nodes = _runs_and_nodes(postgres, database)
+    assert per_seed == dict.fromkeys(seeds, 1), "a seed without its one run"
+    assert sorted(stored) == seeds
+    totals = [0, 0, 0]
+    for seed in seeds:
+        folder = trial_folder(out, seed)
+        assert folder is not None
+        expected = expected_points(folder)
+        keys = compared_keys(expected)
+        history = {where: p for where, p in stored[seed].items() if where[0] in keys}
+        for i, n in enumerate(compare_points(expected, history)):
+            totals[i] += n
+    points, missing, extra_points = totals
+    assert points > 0 and (missing, extra_points) == (0, 0), totals
+    assert len(nodes) == 2, f"trials ran on {nodes}, not on both nodes"
+    every = [t for seed in seeds for points_at in stored[seed].values() for t, _ in points_at]
+    span_s = (max(every) - min(every)) / 1000
+    rate = len(every) / span_s
+    steps = {}
+    for workers in (1, 2):
+        with mlflow_server(
+            tmp_path / f"server{workers}", backend_store_uri=postgres_uri, workers=workers
+        ) as server:
+            steps[workers] = saturation(server.uri, f"saturation-{workers}")
+    for workers, found in steps.items():
+        print(f"server workers {workers}: " + "; ".join(s.line() for s in found))
+    print(
+        f"load: {LOAD_TRIALS} trials, {LOAD_AT_ONCE} at once, 2 nodes: {len(every)} points in "
+        f"{span_s:.0f} s, {rate:.0f} points/s sustained; {points} events-file points, "
+        f"{missing} missing, {extra_points} duplicated or extra; sweep wall {wall_s:.0f} s"
+    )
+
+    def best(workers: int) -> str:
+        top = max(steps[workers], key=lambda s: s.points_per_s)
+        return f"{top.points_per_s:.0f} points/s at {top.writers} writers (p95 {top.p95_ms:.0f} ms)"
+
+    record(
+        "load: 200 trials, 8 at once, on a cluster, to PostgreSQL",
+        f"{LOAD_TRIALS} dummy trials (20 steps of 0.1 s), {LOAD_AT_ONCE} at once over a "
+        "loopback two-node Ray cluster, to an `mlflow server` on PostgreSQL; then the "
+        "server loaded in steps of 1, 2, 4, ... writers of 20-point batches (1 and 2 "
+        "server workers) until throughput flattened",
+        f"exit 0 in {wall_s:.0f} s; {LOAD_TRIALS}/{LOAD_TRIALS} seeds with one run, on "
+        f"{len(nodes)} nodes; PostgreSQL's metrics table vs the trials' events files: "
+        f"{points} points, {missing} missing, {extra_points} duplicated or extra; "
+        f"{len(every)} points stored in {span_s:.0f} s ({rate:.0f} points/s sustained); "
+        f"saturation: 1 server worker {best(1)}, 2 workers {best(2)}",
     )

@@ -154,16 +154,37 @@ def compare_with_events(
     step in the run's metric history, and no point may be logged twice. A step measured
     again after a resume may hold its first value too, superseded (the Reporter's
     corrections); that is neither missing nor extra. Metrics in `ignore` are left out."""
-    expected = {
+    expected = expected_points(folder, ignore)
+    history: dict[tuple[str, int], list[tuple[int, float]]] = {}
+    for key in compared_keys(expected, ignore):
+        for m in client.get_metric_history(run.info.run_id, key):
+            history.setdefault((key, m.step), []).append((m.timestamp, m.value))
+    return compare_points(expected, history)
+
+
+def expected_points(folder: Path, ignore: tuple[str, ...] = ()) -> dict[tuple[str, int], float]:
+    """(metric, step) -> value of every point in a trial's events file."""
+    return {
         (key, int(step)): float(value)
         for event in read_events(folder / record_names.EVENTS_FILE)
         for step, key, value in event_points(event)
         if key not in ignore
     }
-    history: dict[tuple[str, int], list[tuple[int, float]]] = {}
-    for key in ({k for k, _ in expected} | set(record_names.METRIC_NAMES)) - set(ignore):
-        for m in client.get_metric_history(run.info.run_id, key):
-            history.setdefault((key, m.step), []).append((m.timestamp, m.value))
+
+
+def compared_keys(expected: dict[tuple[str, int], float], ignore: tuple[str, ...] = ()) -> set[str]:
+    """The metrics whose history `compare_points` needs: the events file's and the
+    trainers' own names (a point under one of those, not in the file, is extra)."""
+    return ({k for k, _ in expected} | set(record_names.METRIC_NAMES)) - set(ignore)
+
+
+def compare_points(
+    expected: dict[tuple[str, int], float],
+    history: dict[tuple[str, int], list[tuple[int, float]]],
+) -> tuple[int, int, int]:
+    """`compare_with_events`'s rule, for a history read any way ((metric, step) ->
+    [(timestamp, value)] of the `compared_keys`): (expected, missing, duplicated or
+    extra)."""
     latest = {where: max(points)[1] for where, points in history.items()}
     missing = sum(1 for where, value in expected.items() if latest.get(where) != value)
     repeated = sum(len(p) - len({v for _, v in p}) for p in history.values())

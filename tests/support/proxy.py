@@ -13,6 +13,7 @@ import contextlib
 import http.client
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -26,11 +27,14 @@ class SlowProxy:
     uri: str
     delay_s: float
     requests: int = 0
+    paths: Counter[str] = field(default_factory=Counter)
+    """'METHOD /path' (query left out) -> how many requests"""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def count(self) -> None:
+    def count(self, method: str = "", path: str = "") -> None:
         with self._lock:
             self.requests += 1
+            self.paths[f"{method} {path.split('?')[0]}"] += 1
 
 
 def _handler(target: str, proxy: SlowProxy) -> type[BaseHTTPRequestHandler]:
@@ -40,7 +44,7 @@ def _handler(target: str, proxy: SlowProxy) -> type[BaseHTTPRequestHandler]:
         protocol_version = "HTTP/1.1"
 
         def _forward(self) -> None:
-            proxy.count()
+            proxy.count(self.command, self.path)
             time.sleep(proxy.delay_s)
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else None

@@ -97,8 +97,9 @@ def test_writes_during_an_outage_are_kept_in_order_and_sent_once_it_ends():
     assert client.status["run"] == "FINISHED"
     assert client.tags["run"][record_names.TAG_STATUS] == record_names.Status.FINISHED
     calls = [line for line in client.log if " " not in line]
-    assert calls[0] == "log_batch" and calls[1] == "update_run"  # RUNNING first
-    assert calls[-1] == "set_terminated"  # FINISHED last, as they were made
+    # RUNNING first, FINISHED last, as they were made; the tags and points buffered
+    # between them, 5 batches of the one run, go as one request
+    assert calls == ["update_run", "log_batch", "set_terminated"]
     messages = [line for line in client.log if " " in line]
     assert "buffering writes" in messages[0]
     assert messages[1] == "tracking store reachable again after 7.0s; 7 buffered write(s) sent"
@@ -147,11 +148,9 @@ def test_no_outage_means_no_waiting_and_no_message():
     recorder.result("k", {**_report(4, 4), "node": "b"})  # retried elsewhere: re-tagged
     recorder.drain()
     assert clock.now == 0.0 and client.log == [
-        "log_batch",
         "update_run",
-        "log_batch",
-        "log_batch",
-        "log_batch",
+        "log_batch",  # the RUNNING tags
+        "log_batch",  # a report: its node tag with its points
         "log_batch",
     ]
     assert client.tags["run"][record_names.TAG_NODE] == "b"
@@ -185,3 +184,89 @@ def test_an_error_txt_the_store_refuses_does_not_hold_up_the_failed_status():
     assert client.status["run"] == "FAILED"
     assert client.tags["run"][record_names.TAG_ERROR].startswith("UploadError")
     assert "error.txt of run run not recorded: artifact folder is a file" in client.log
+
+
+def _metric(step: int) -> Any:
+    from mlflow.entities import Metric
+
+    return Metric(record_names.METRIC_TRAIN_LOSS, 1.0 / step, 0, step)
+
+
+def _tag(key: str, value: str) -> Any:
+    from mlflow.entities import RunTag
+
+    return RunTag(key, value)
+
+
+def _batch(outbox: Outbox, client: FlakyClient, run_id: str, steps: range, **tags: str) -> None:
+    def send(metrics: list[Any], tags: list[Any]) -> None:
+        client.log_batch(run_id, metrics=metrics, tags=tags)
+
+    outbox.put_batch("batch", run_id, send, [_metric(s) for s in steps],
+                     [_tag(k, v) for k, v in tags.items()])  # fmt: skip
+
+
+def test_buffered_batches_of_a_run_go_joined_in_order_stopping_at_its_other_writes():
+    client, clock = FlakyClient(down=1), Clock()
+    outbox = Outbox(60.0, clock=clock, sleep=clock.sleep)
+    _batch(outbox, client, "a", range(1, 4), x="1")  # fails: everything after is buffered
+    outbox.put("b's status", lambda: client.update_run("b", "RUNNING"), run_id="b")
+    _batch(outbox, client, "a", range(4, 6), x="2")  # joins the first: only b's between
+    outbox.put("a's status", lambda: client.update_run("a", "RUNNING"), run_id="a")
+    _batch(outbox, client, "a", range(6, 7))  # after a's status: not moved before it
+    _batch(outbox, client, "b", range(1, 3))
+    outbox.drain()
+    assert client.log == ["log_batch", "update_run", "update_run", "log_batch", "log_batch"]
+    assert [s for s, _, _ in client.points["a"]] == list(range(1, 7))  # each once, in order
+    assert [s for s, _, _ in client.points["b"]] == [1, 2]
+    assert client.tags["a"] == {"x": "2"}  # the later value, as two requests would leave
+    assert outbox.requests == 6 and not outbox.pending  # the failed attempt, then 5
+
+
+def test_a_joined_batch_stays_within_mlflows_limits_and_barriers_are_kept():
+    client, clock = FlakyClient(down=1), Clock()
+    outbox = Outbox(60.0, clock=clock, sleep=clock.sleep)
+    _batch(outbox, client, "a", range(1, 901))
+    _batch(outbox, client, "a", range(901, 1001))  # 1,000 points: joins
+    _batch(outbox, client, "a", range(1001, 1002))  # the 1,001st: a request of its own
+    outbox.put("sweep-wide", lambda: client.log.append("barrier"))  # names no run
+    _batch(outbox, client, "a", range(1002, 1003))
+    outbox.drain()
+    assert client.log == ["log_batch", "log_batch", "barrier", "log_batch"]
+    assert [s for s, _, _ in client.points["a"]] == list(range(1, 1003))
+
+
+def test_in_the_background_put_never_sends_and_drain_waits_for_every_write():
+    import threading
+
+    gate = threading.Event()
+    client = FlakyClient(down=0)
+    first = client.log_batch
+
+    def held(run_id: str, metrics: Any = (), tags: Any = (), **_: Any) -> None:
+        gate.wait(30)  # the store is slow: later writes queue up behind this one
+        first(run_id, metrics, tags)
+
+    client.log_batch = held  # type: ignore[method-assign]
+    outbox = Outbox(60.0, background=True)
+    for step in range(1, 51):
+        _batch(outbox, client, "a", range(step, step + 1))
+    assert not client.log  # nothing sent on the caller's thread
+    gate.set()
+    outbox.drain()
+    assert [s for s, _, _ in client.points["a"]] == list(range(1, 51))
+    assert outbox.requests <= 2  # the first write alone at most, the 49 others joined
+    assert not outbox.pending
+
+
+def test_in_the_background_a_permanent_rejection_is_raised_by_check_and_drain():
+    outbox = Outbox(60.0, background=True)
+
+    def reject() -> None:
+        raise Rejected("bad value")
+
+    outbox.put("tags", reject)
+    with pytest.raises(Rejected):
+        outbox.drain()
+    assert not outbox.pending
+    outbox.check()  # raised once

@@ -61,7 +61,7 @@ def run_grid(
     from sweeper.tracking.lineage import log_lineage, log_vocabulary, sweep_lineage
     from sweeper.tracking.outbox import Outbox, TrackingDown
     from sweeper.tracking.recorder import MetricLog, Recorder, last_steps
-    from sweeper.tracking.runs import artifact_uris, create_trial_run
+    from sweeper.tracking.runs import create_trial_run, run_infos
     from sweeper.tracking.sweep_run import close_sweep_run, open_sweep_run, record_sweep
     from sweeper.tune.trainable import RunRef
 
@@ -89,11 +89,12 @@ def run_grid(
     for run_id in plan.resume.values():  # what a killed driver had logged already
         metrics.seed(run_id, last_steps(client, run_id))
         ledger.seed(run_id, recorded_totals(client, run_id))  # --resume adds to it
-    uris = artifact_uris(client, run_ids.values())
-    refs = {key: RunRef(run_id, uris[run_id]) for key, run_id in run_ids.items()}
+    infos = run_infos(client, run_ids.values())
+    refs = {key: RunRef(run_id, infos[run_id].artifact_uri) for key, run_id in run_ids.items()}
     unfinished: list[str] = []
     if refs:
-        recorder = Recorder(client, run_ids, metrics, Outbox(log=_warn), ledger)
+        outbox = Outbox(log=_warn, background=True)
+        recorder = Recorder(client, run_ids, metrics, outbox, ledger, infos)
         try:
             unfinished = _run_on_ray(sweep, inputs, staged, refs, recorder, parent, pretrain_later)
         except TrackingDown as exc:

@@ -70,7 +70,7 @@ def search_group(run: SearchRun, base: Trial, stamp: str) -> int | None:
         flush=True,
     )
     ledger = CostLedger(run.spec.resources.cpu, run.spec.resources.gpu)
-    recorder = Recorder(run.store.client, {}, MetricLog(), Outbox(), ledger)
+    recorder = Recorder(run.store.client, {}, MetricLog(), Outbox(background=True), ledger)
     with Progress({}) as progress:
         driver = _driver(run, base, recorder, progress)
         callback = _fit(run, driver, name, todo, len(study.trials), stamp)

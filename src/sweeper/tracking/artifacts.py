@@ -6,13 +6,17 @@ driver cannot read a worker's disk). It writes through the run's artifact reposi
 trial never opens the driver's SQLite database; the same call writes to a local
 folder, S3, or a tracking server's `mlflow-artifacts:` proxy. A failed upload raises,
 which fails the trial: a finished run without its checkpoint would be a false record.
+The files of one trial go up together (a thread each): through a tracking server each
+is one request, and none waits for another.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,18 +47,29 @@ def repository(artifact_uri: str, tracking_uri: str) -> ArtifactRepository:
     return get_artifact_repository(artifact_uri, tracking_uri=tracking_uri)
 
 
-def upload_logs(out_dir: Path, artifact_uri: str, tracking_uri: str) -> list[str]:
-    """trial.json, trainer.log and events.jsonl (those that exist) at the artifact root;
-    returns their artifact names."""
+def upload_logs(
+    out_dir: Path, artifact_uri: str, tracking_uri: str, also: Callable[[], object] | None = None
+) -> list[str]:
+    """trial.json, trainer.log and events.jsonl (those that exist) at the artifact root,
+    and `also` (another upload), at once; returns their artifact names. Raises the
+    first failure once every upload has ended."""
     repo = repository(artifact_uri, tracking_uri)
+    uploads: list[Callable[[], object]] = [] if also is None else [also]
     uploaded = []
     for local, name in LOG_FILES:
         path = Path(out_dir) / local
         if path.is_file() and not path.is_symlink():  # a link could point anywhere
-            with redacted_copy(path) as clean:
-                repo.log_artifact(str(clean))  # root-level, under its own name
+            uploads.append(functools.partial(_upload_log, repo, path))
             uploaded.append(name)
+    with ThreadPoolExecutor(max_workers=max(1, len(uploads))) as pool:
+        for done in [pool.submit(upload) for upload in uploads]:
+            done.result()
     return uploaded
+
+
+def _upload_log(repo: ArtifactRepository, path: Path) -> None:
+    with redacted_copy(path) as clean:
+        repo.log_artifact(str(clean))  # root-level, under its own name
 
 
 @contextlib.contextmanager
@@ -84,13 +99,16 @@ def upload_trial(result: TrialResult, artifact_uri: str, tracking_uri: str) -> l
             f"refusing to upload {result.out_dir}: symbolic link(s) leading out of the "
             f"trial folder: {', '.join(str(p) for p in escaping[:3])}"
         )
-    try:
+
+    def upload_best() -> None:
         repo = repository(artifact_uri, tracking_uri)
         if Path(best).is_dir():
             repo.log_artifacts(str(best), record_names.ARTIFACT_BEST_CHECKPOINT)
         else:
             repo.log_artifact(str(best), record_names.ARTIFACT_BEST_CHECKPOINT)
-        logs = upload_logs(result.out_dir, artifact_uri, tracking_uri)
+
+    try:
+        logs = upload_logs(result.out_dir, artifact_uri, tracking_uri, also=upload_best)
     except Exception as exc:
         raise UploadError(
             f"artifact upload to {artifact_uri} failed: {type(exc).__name__}: {exc}"

@@ -24,6 +24,7 @@ from sweeper import record_names
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
+    from mlflow.entities import RunInfo
 
 TAG_CHECKPOINT = "sweeper.checkpoint"
 MODEL_TYPE = "sweeper-best-checkpoint"
@@ -51,10 +52,12 @@ def log_best_model(
     best: Mapping[str, float],
     step: int,
     made: dict[str, str],
+    info: RunInfo | None = None,
 ) -> str:
     """Create the model (once: `made` maps run id -> model id across retries of this
     write), make it an output of the run at `step` (once), log `best` on the run and
-    the model at `step`, mark the model READY."""
+    the model at `step`, mark the model READY. `info`: the run's, where the caller
+    has it (else it is read)."""
     from mlflow.entities import LoggedModelOutput, Metric
 
     model_id = made.get(run_id)
@@ -63,10 +66,10 @@ def log_best_model(
         outputs = client.get_run(run_id).outputs
         linked = outputs is not None and any(o.model_id == model_id for o in outputs.model_outputs)
     else:
-        run = client.get_run(run_id)
+        info = info or client.get_run(run_id).info
         model = client.create_logged_model(
-            run.info.experiment_id,
-            name=model_name(run.info.run_name),
+            info.experiment_id,
+            name=model_name(info.run_name),
             source_run_id=run_id,
             tags={record_names.TAG_TRIAL_KEY: trial_key, TAG_CHECKPOINT: checkpoint_uri(run_id)},
             model_type=MODEL_TYPE,

@@ -16,16 +16,33 @@ with, and MLflow stores an identical point once; tags and statuses are idempoten
 Each attempt runs with MLflow's own HTTP retries off (unless $MLFLOW_HTTP_REQUEST_*
 says otherwise): those retry one request for up to ~4 minutes, blocking Ray Tune's
 event loop; here the waiting happens between attempts, without blocking anything.
+
+With `background=True` (the sweep engines) the writes are sent by a thread of the
+outbox's own, so Ray Tune's event loop never waits for a request: `put` only queues,
+`check` raises what the thread met (the bound passed, a permanent rejection), and
+`drain` waits for the thread to empty the queue. Without it (`background=False`, the
+unit tests' fake clock) `put` sends what is due itself.
+
+Fewer requests, the same record. A run's metric and tag writes are batches
+(`put_batch`): before sending one, the outbox joins to it every later batch of the same
+run that nothing else of that run stands between (a status change, a logged model),
+within MLflow's per-request limits; a tag set twice keeps its later value, as two
+requests would. Writes of other runs keep their own order; a write that names no run
+(`put` without `run_id`) is a barrier nothing is moved across. Under load, when the
+queue is longer than one write, a trial's reports, tags and cost points go as one
+request instead of several.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 BOUND_ENV = "SWEEPER_TRACKING_RETRY_S"
 DEFAULT_BOUND_S = 300.0
@@ -44,6 +61,8 @@ PERMANENT_CODES = frozenset(
 )
 """MLflow error codes that a retry cannot cure: raised at once, not buffered."""
 QUICK_HTTP = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
+MAX_METRICS, MAX_TAGS, MAX_ENTITIES = 1000, 100, 1000
+"""MLflow's log_batch limits (mlflow.utils.validation): a joined batch stays within them."""
 
 
 class TrackingDown(RuntimeError):
@@ -58,13 +77,39 @@ class TrackingDown(RuntimeError):
         )
 
 
-@dataclass
+@dataclass(eq=False)
+class Batch:
+    """One run's metrics and tags, for `log_batch(run_id, metrics=..., tags=...)`."""
+
+    metrics: list[Any] = field(default_factory=list)
+    tags: list[Any] = field(default_factory=list)
+    send: Callable[[list[Any], list[Any]], object] = lambda metrics, tags: None
+
+    def fits(self, other: Batch) -> bool:
+        metrics, tags = len(self.metrics) + len(other.metrics), len(self.tags) + len(other.tags)
+        return metrics <= MAX_METRICS and tags <= MAX_TAGS and metrics + tags <= MAX_ENTITIES
+
+    @staticmethod
+    def joined(batches: Sequence[Batch]) -> Batch:
+        """Every metric in order; each tag key once, at its last value."""
+        tags: dict[str, Any] = {}
+        for batch in batches:
+            tags.update((tag.key, tag) for tag in batch.tags)
+        metrics = [m for batch in batches for m in batch.metrics]
+        return Batch(metrics, list(tags.values()), batches[0].send)
+
+
+@dataclass(eq=False)
 class Write:
     what: str
     """for messages: e.g. 'metrics of run abc'"""
     send: Callable[[], object]
     optional: bool = False
     """a copy of something recorded elsewhere: skipped (with a warning) if it fails"""
+    run_id: str | None = None
+    """the run it writes to; None: a barrier no write is moved across"""
+    batch: Batch | None = None
+    """set for a run's metrics and tags: may be joined with later ones of the run"""
 
 
 def bound_from_env() -> float:
@@ -86,9 +131,11 @@ class Outbox:
         log: Callable[[str], None] = lambda _: None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        background: bool = False,
     ):
         self.bound_s = bound_from_env() if bound_s is None else bound_s
         self.log, self.clock, self.sleep = log, clock, sleep
+        self.background = background
         self.pending: deque[Write] = deque()
         self.failing_since: float | None = None
         """when the first write of the current outage failed (None: no outage)"""
@@ -96,23 +143,66 @@ class Outbox:
         self.delay = FIRST_DELAY_S
         self.retried = 0
         """writes that went through only after an outage, over the whole sweep"""
+        self.requests = 0
+        """requests sent (joined batches count once), over the whole sweep"""
         self._sent_late = 0
         """writes sent so far in the current outage"""
         self.last_error: BaseException | None = None
+        self._lock = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._rejected: BaseException | None = None
+        """a permanent rejection the sender thread met, raised by the next check/drain"""
 
-    def put(self, what: str, send: Callable[[], object], optional: bool = False) -> None:
-        """Queue a write behind the pending ones and send what is due now. Never waits
-        and never raises for an outage (Tune turns a callback's exception into a trial
-        failure); a permanent rejection is raised at once. An `optional` write that
-        fails is dropped with a warning instead (it must not hold up the others)."""
-        self.pending.append(Write(what, send, optional))
+    def put(
+        self,
+        what: str,
+        send: Callable[[], object],
+        optional: bool = False,
+        run_id: str | None = None,
+    ) -> None:
+        """Queue a write behind the pending ones and send what is due now (in the
+        background: wake the sender). Never waits and never raises for an outage (Tune
+        turns a callback's exception into a trial failure); a permanent rejection is
+        raised at once (in the background: by the next `check` or `drain`). An
+        `optional` write that fails is dropped with a warning instead (it must not hold
+        up the others)."""
+        self._queue(Write(what, send, optional, run_id))
+
+    def put_batch(
+        self,
+        what: str,
+        run_id: str,
+        send: Callable[[list[Any], list[Any]], object],
+        metrics: Sequence[Any] = (),
+        tags: Sequence[Any] = (),
+    ) -> None:
+        """Queue `send(metrics, tags)` (a `log_batch` of run `run_id`), which may go
+        joined with later batches of the same run (the module docstring)."""
+        batch = Batch(list(metrics), list(tags), send)
+        self._queue(
+            Write(what, lambda: send(batch.metrics, batch.tags), run_id=run_id, batch=batch)
+        )
+
+    def _queue(self, write: Write) -> None:
+        with self._lock:
+            self.pending.append(write)
+            if self.background:
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._sender, name="tracking-outbox", daemon=True
+                    )
+                    self._thread.start()
+                self._lock.notify_all()
+                return
         if self.clock() >= self.next_try:
             self._send_pending()
 
     def check(self) -> None:
         """Raise TrackingDown once the outbox has not caught up for the bound: the
         sweep's event loop calls this between steps, where raising stops the sweep."""
-        if self.pending and self.clock() >= self.next_try:
+        if self.background:
+            self._raise_rejected()
+        elif self.pending and self.clock() >= self.next_try:
             self._send_pending()
         if self.failing_since is None or not self.pending:
             return
@@ -122,33 +212,92 @@ class Outbox:
 
     def drain(self) -> None:
         """Send everything, waiting (with backoff) up to the bound: the end of a sweep."""
+        if self.background:
+            with self._lock:
+                while self.pending and self._rejected is None:
+                    self._lock.wait(0.5)
+                    self.check()
+            self._raise_rejected()
+            return
         while self.pending:
             self.sleep(max(0.0, self.next_try - self.clock()))
             self._send_pending()
             self.check()
 
+    def _raise_rejected(self) -> None:
+        if self._rejected is not None:
+            rejected, self._rejected = self._rejected, None
+            raise rejected
+
+    def _sender(self) -> None:
+        """The background thread: send what is due, sleep until the next try or put."""
+        while True:
+            with self._lock:
+                while not self.pending or self.clock() < self.next_try:
+                    wait = None if not self.pending else self.next_try - self.clock()
+                    self._lock.wait(wait)
+            try:
+                self._send_pending()
+            except Exception as exc:  # permanent: for the driver's next check or drain
+                with self._lock:
+                    self._rejected = exc
+            with self._lock:
+                self._lock.notify_all()
+
+    def _next(self) -> tuple[Write, list[Write]]:
+        """The head write, joined with the later batches of its run that may go with it
+        (the module docstring); returns (what to send, the writes it covers)."""
+        with self._lock:
+            head = self.pending[0]
+            if head.batch is None or head.run_id is None:
+                return head, [head]
+            covered, batches, total = [head], [head.batch], head.batch
+            for later in list(self.pending)[1:]:
+                if later.run_id is None:
+                    break
+                if later.run_id != head.run_id:
+                    continue
+                if later.batch is None or not total.fits(later.batch):
+                    break
+                covered.append(later)
+                batches.append(later.batch)
+                total = Batch(total.metrics + later.batch.metrics, total.tags + later.batch.tags)
+        if len(covered) == 1:
+            return head, covered
+        joined = Batch.joined(batches)
+        what = f"{len(covered)} joined writes of run {head.run_id}"
+        send = joined.send
+        return Write(what, lambda: send(joined.metrics, joined.tags), run_id=head.run_id), covered
+
     def _send_pending(self) -> None:
         while self.pending:
-            write = self.pending[0]
+            write, covered = self._next()
             try:
                 with quick_http():
+                    self.requests += 1
                     write.send()
             except Exception as exc:
                 if write.optional:
-                    self.pending.popleft()
+                    self._done(covered)
                     self.log(f"{write.what} not recorded: {first_line(exc)}")
                     continue
                 if is_permanent(exc):
-                    self.pending.popleft()
+                    self._done(covered)
                     raise
                 self._failed(exc)
                 return
-            self.pending.popleft()
+            self._done(covered)
             if self.failing_since is not None:
-                self.retried += 1
-                self._sent_late += 1
+                self.retried += len(covered)
+                self._sent_late += len(covered)
                 if not self.pending:
                     self._recovered(self.failing_since)
+
+    def _done(self, covered: list[Write]) -> None:
+        with self._lock:
+            for write in covered:
+                self.pending.remove(write)
+            self._lock.notify_all()
 
     def _failed(self, exc: BaseException) -> None:
         now = self.clock()

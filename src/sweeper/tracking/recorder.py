@@ -17,9 +17,11 @@ trial, from `started` to the call that ends it (`finished`, `failed`, `retrying`
 `interrupted`, or `attempt_ended` for any other end), and logs what the attempt held
 and used.
 
-Every write goes through an `Outbox` (`sweeper.tracking.outbox`): in order, buffered
-and retried while the store is unreachable, so a restarted tracking server costs no
-point; `drain()` at the end of the sweep waits (bounded) for the last ones.
+Every write goes through an `Outbox` (`sweeper.tracking.outbox`): in order (per run),
+buffered and retried while the store is unreachable, so a restarted tracking server
+costs no point; `drain()` at the end of the sweep waits (bounded) for the last ones.
+A run's metrics and tags go as batches the outbox may join, so one report is one
+request (its tags with its points), and under load several are.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from sweeper.tracking.outbox import Outbox
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
+    from mlflow.entities import RunInfo
 
     from sweeper.tracking.cost_ledger import CostLedger
 
@@ -100,6 +103,7 @@ class Recorder:
         metrics: MetricLog,
         outbox: Outbox | None = None,
         ledger: CostLedger | None = None,
+        infos: Mapping[str, RunInfo] | None = None,
     ):
         self.client = client
         self.runs = dict(runs)
@@ -108,6 +112,8 @@ class Recorder:
         self.outbox = outbox or Outbox()
         self.ledger = ledger
         """Times each attempt (None: no cost ledger is kept)."""
+        self.infos = dict(infos or {})
+        """run id -> its RunInfo where the caller read it already (no second read)"""
         self._node: dict[str, str] = {}
         """run id -> node last tagged: a retry on another node re-tags the run"""
         self._versions: dict[str, str] = {}
@@ -124,17 +130,17 @@ class Recorder:
         if self.ledger is not None:
             self.attempt_ended(key, lost=True)
             self.ledger.open(run_id)
-        self._tags(
+        self._put(
+            f"status of run {run_id}", run_id,
+            self.client.update_run, run_id, status=record_names.RunState.RUNNING,
+        )  # fmt: skip
+        self._tags(  # after the status: it may go with the first report's points
             run_id,
             {
                 record_names.TAG_STATUS: record_names.Status.RUNNING,
                 record_names.TAG_RAY_TRIAL_ID: ray_trial_id,
             },
         )
-        self._put(
-            f"status of run {run_id}",
-            self.client.update_run, run_id, status=record_names.RunState.RUNNING,
-        )  # fmt: skip
 
     def result(self, key: str, result: Mapping[str, Any]) -> int:
         """Log a trial report's new metric points (and its node, params counts); returns
@@ -161,8 +167,6 @@ class Recorder:
         ):
             if result.get(name) is not None:
                 tags[tag] = str(int(result[name]))
-        if tags:
-            self._tags(run_id, tags)
         now = int(time.time() * 1000)
         points = self.metrics.new_points(run_id, result.get("points") or ())
         best = [p for p in points if _is_best(p[1])]
@@ -173,12 +177,10 @@ class Recorder:
         # step, later, so readers that take a step's latest value get the new one.
         corrections = result.get("corrections") or ()
         metrics += [Metric(k, float(v), now, int(s)) for s, k, v in corrections]
-        for start in range(0, len(metrics), METRICS_PER_BATCH):
+        for start in range(0, max(len(metrics), 1 if tags else 0), METRICS_PER_BATCH):
             batch = metrics[start : start + METRICS_PER_BATCH]
-            self._put(
-                f"{len(batch)} metric point(s) of run {run_id}",
-                self.client.log_batch, run_id, metrics=batch, synchronous=True,
-            )  # fmt: skip
+            self._batch(f"{len(batch)} metric point(s) of run {run_id}", run_id, batch, tags)
+            tags = {}  # with the first batch
         return len(metrics)
 
     def finished(self, key: str) -> None:
@@ -186,10 +188,12 @@ class Recorder:
         the best checkpoint (`tracking.models`), or to the run alone if the store has
         no logged models."""
         run_id = self.runs[key]
-        self.attempt_ended(key, lost=False)
         best = self._best.pop(run_id, [])
         if best:
-            self.outbox.put(f"best checkpoint of run {run_id}", lambda: self._model(key, best))
+            self.outbox.put(
+                f"best checkpoint of run {run_id}", lambda: self._model(key, best), run_id=run_id
+            )
+        self.attempt_ended(key, lost=False)  # its cost and the status: one batch
         self._tags(run_id, {record_names.TAG_STATUS: record_names.Status.FINISHED})
         self._end(run_id, record_names.RunState.FINISHED)
 
@@ -202,7 +206,9 @@ class Recorder:
         run_id = self.runs[key]
         values, step = {k: v for _, k, v in best}, max(s for s, _, _ in best)
         try:
-            log_best_model(self.client, run_id, key, values, step, self._models)
+            log_best_model(
+                self.client, run_id, key, values, step, self._models, self.infos.get(run_id)
+            )
         except MlflowException as exc:
             if exc.error_code not in ("ENDPOINT_NOT_FOUND", "NOT_IMPLEMENTED"):
                 raise
@@ -239,6 +245,7 @@ class Recorder:
             f"{ERROR_ARTIFACT} of run {run_id}",
             lambda: self.client.log_text(run_id, error, ERROR_ARTIFACT),
             optional=True,
+            run_id=run_id,
         )
         self._tags(
             run_id,
@@ -270,10 +277,7 @@ class Recorder:
 
         now = int(time.time() * 1000)
         metrics = [Metric(k, v, now, s) for s, k, v in points]
-        self._put(
-            f"cost of attempt {points[0][0]} of run {run_id}",
-            self.client.log_batch, run_id, metrics=metrics, synchronous=True,
-        )  # fmt: skip
+        self._batch(f"cost of attempt {points[0][0]} of run {run_id}", run_id, metrics)
 
     def check(self) -> None:
         """Raise TrackingDown if the store has stayed unreachable past the bound."""
@@ -284,18 +288,27 @@ class Recorder:
         self.outbox.drain()
 
     def _tags(self, run_id: str, tags: Mapping[str, str]) -> None:
+        self._batch(f"tags of run {run_id}", run_id, (), tags)
+
+    def _batch(
+        self, what: str, run_id: str, metrics: Sequence[Any], tags: Mapping[str, str] = {}
+    ) -> None:
+        """A `log_batch` of the run's metrics and tags (the outbox may join it)."""
         from mlflow.entities import RunTag
 
-        batch = [RunTag(k, v) for k, v in tags.items()]
-        self._put(
-            f"tags of run {run_id}", self.client.log_batch, run_id, tags=batch, synchronous=True
-        )
+        def send(metrics: list[Any], tags: list[Any]) -> None:
+            self.client.log_batch(run_id, metrics=metrics, tags=tags, synchronous=True)
+
+        run_tags = [RunTag(k, v) for k, v in tags.items()]
+        self.outbox.put_batch(what, run_id, send, metrics, run_tags)
 
     def _end(self, run_id: str, state: record_names.RunState) -> None:
-        self._put(f"end of run {run_id}", self.client.set_terminated, run_id, status=state)
+        self._put(f"end of run {run_id}", run_id, self.client.set_terminated, run_id, status=state)
 
-    def _put(self, what: str, method: Callable[..., object], *args: Any, **kwargs: Any) -> None:
-        self.outbox.put(what, lambda: method(*args, **kwargs))
+    def _put(
+        self, what: str, run_id: str, method: Callable[..., object], *args: Any, **kwargs: Any
+    ) -> None:
+        self.outbox.put(what, lambda: method(*args, **kwargs), run_id=run_id)
 
 
 def _is_best(key: str) -> bool:

@@ -25,7 +25,7 @@ from sweeper.trial_keys import Trial
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
-    from mlflow.entities import Run
+    from mlflow.entities import Run, RunInfo
 
 PAGE_SIZE = 50_000  # MLflow's SEARCH_MAX_RESULTS_THRESHOLD
 
@@ -196,9 +196,10 @@ def create_trial_run(
     return run.info.run_id
 
 
-def artifact_uris(client: MlflowClient, run_ids: Iterable[str]) -> dict[str, str]:
-    """run id -> artifact URI, which trials upload to without touching the tracking DB."""
-    return {run_id: client.get_run(run_id).info.artifact_uri for run_id in run_ids}
+def run_infos(client: MlflowClient, run_ids: Iterable[str]) -> dict[str, RunInfo]:
+    """run id -> its RunInfo: the artifact URI, which trials upload to without touching
+    the tracking DB, and the experiment and run name a logged model is made with."""
+    return {run_id: client.get_run(run_id).info for run_id in run_ids}
 
 
 def _quote(text: str) -> str:
