@@ -97,9 +97,9 @@ def test_writes_during_an_outage_are_kept_in_order_and_sent_once_it_ends():
     assert client.status["run"] == "FINISHED"
     assert client.tags["run"][record_names.TAG_STATUS] == record_names.Status.FINISHED
     calls = [line for line in client.log if " " not in line]
-    # RUNNING first, FINISHED last, as they were made; the tags and points buffered
-    # between them, 5 batches of the one run, go as one request
-    assert calls == ["update_run", "log_batch", "set_terminated"]
+    # the tags and points buffered, 5 batches of the one run, go as one request; the
+    # RUNNING status buffered behind them is not sent, FINISHED (last) overrides it
+    assert calls == ["log_batch", "set_terminated"]
     messages = [line for line in client.log if " " in line]
     assert "buffering writes" in messages[0]
     assert messages[1] == "tracking store reachable again after 7.0s; 7 buffered write(s) sent"
@@ -270,3 +270,32 @@ def test_in_the_background_a_permanent_rejection_is_raised_by_check_and_drain():
         outbox.drain()
     assert not outbox.pending
     outbox.check()  # raised once
+
+
+def test_in_the_background_a_slow_write_of_one_run_does_not_hold_up_another_run():
+    import threading
+    import time
+
+    from sweeper.tracking.outbox import LANES
+
+    assert LANES > 1
+    gate = threading.Event()
+    client = FlakyClient(down=0)
+    send = client.log_batch
+
+    def slow_for_a(run_id: str, metrics: Any = (), tags: Any = (), **_: Any) -> None:
+        if run_id == "a":
+            gate.wait(30)
+        send(run_id, metrics, tags)
+
+    client.log_batch = slow_for_a  # type: ignore[method-assign]
+    outbox = Outbox(60.0, background=True)
+    _batch(outbox, client, "a", range(1, 2))  # runs "a" and "b" go through other lanes
+    _batch(outbox, client, "b", range(1, 3))
+    deadline = time.monotonic() + 30
+    while "b" not in client.points and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert client.points.get("b") and "a" not in client.points  # b went first
+    gate.set()
+    outbox.drain()
+    assert [s for s, _, _ in client.points["a"]] == [1]

@@ -224,4 +224,4 @@ class SearchCallback(TrackingCallback):
             artifact_uri = client.get_run(run_id).info.artifact_uri
             discard_run_copies(artifact_uri, client.tracking_uri)
 
-        self.recorder.outbox.put(f"early stop of run {run_id}", write)
+        self.recorder.outbox.put(f"early stop of run {run_id}", write, run_id=run_id, status=True)

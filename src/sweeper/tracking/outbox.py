@@ -17,11 +17,14 @@ Each attempt runs with MLflow's own HTTP retries off (unless $MLFLOW_HTTP_REQUES
 says otherwise): those retry one request for up to ~4 minutes, blocking Ray Tune's
 event loop; here the waiting happens between attempts, without blocking anything.
 
-With `background=True` (the sweep engines) the writes are sent by a thread of the
+With `background=True` (the sweep engines) the writes are sent by threads of the
 outbox's own, so Ray Tune's event loop never waits for a request: `put` only queues,
-`check` raises what the thread met (the bound passed, a permanent rejection), and
-`drain` waits for the thread to empty the queue. Without it (`background=False`, the
-unit tests' fake clock) `put` sends what is due itself.
+`check` raises what the threads met (the bound passed, a permanent rejection), and
+`drain` waits for them to empty the queue. There are `LANES` threads; every write of
+one run goes through the same one (chosen by its run id), so a run's writes keep their
+order while two runs' writes travel at once (a tracking server answers requests in
+parallel). An outage holds every lane. Without it (`background=False`, the unit
+tests' fake clock) `put` sends what is due itself, in one lane.
 
 Fewer requests, the same record. A run's metric and tag writes are batches
 (`put_batch`): before sending one, the outbox joins to it every later batch of the same
@@ -30,7 +33,9 @@ within MLflow's per-request limits; a tag set twice keeps its later value, as tw
 requests would. Writes of other runs keep their own order; a write that names no run
 (`put` without `run_id`) is a barrier nothing is moved across. Under load, when the
 queue is longer than one write, a trial's reports, tags and cost points go as one
-request instead of several.
+request instead of several. Likewise a status change (`put(..., status=True)`)
+that a later status change of its run overrides (RUNNING, then FINISHED) is not sent:
+the run's final status is the same.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ import contextlib
 import os
 import threading
 import time
+import zlib
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -61,6 +67,8 @@ PERMANENT_CODES = frozenset(
 )
 """MLflow error codes that a retry cannot cure: raised at once, not buffered."""
 QUICK_HTTP = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
+LANES = 4
+"""sender threads in the background (runs whose writes travel at once)"""
 MAX_METRICS, MAX_TAGS, MAX_ENTITIES = 1000, 100, 1000
 """MLflow's log_batch limits (mlflow.utils.validation): a joined batch stays within them."""
 
@@ -110,6 +118,8 @@ class Write:
     """the run it writes to; None: a barrier no write is moved across"""
     batch: Batch | None = None
     """set for a run's metrics and tags: may be joined with later ones of the run"""
+    status: bool = False
+    """a run status change: not sent if a later one of the run is queued"""
 
 
 def bound_from_env() -> float:
@@ -149,7 +159,8 @@ class Outbox:
         """writes sent so far in the current outage"""
         self.last_error: BaseException | None = None
         self._lock = threading.Condition()
-        self._thread: threading.Thread | None = None
+        self._lanes = LANES if background else 1
+        self._threads: list[threading.Thread] = []
         self._rejected: BaseException | None = None
         """a permanent rejection the sender thread met, raised by the next check/drain"""
 
@@ -159,6 +170,7 @@ class Outbox:
         send: Callable[[], object],
         optional: bool = False,
         run_id: str | None = None,
+        status: bool = False,
     ) -> None:
         """Queue a write behind the pending ones and send what is due now (in the
         background: wake the sender). Never waits and never raises for an outage (Tune
@@ -166,7 +178,7 @@ class Outbox:
         raised at once (in the background: by the next `check` or `drain`). An
         `optional` write that fails is dropped with a warning instead (it must not hold
         up the others)."""
-        self._queue(Write(what, send, optional, run_id))
+        self._queue(Write(what, send, optional, run_id, status=status))
 
     def put_batch(
         self,
@@ -187,11 +199,15 @@ class Outbox:
         with self._lock:
             self.pending.append(write)
             if self.background:
-                if self._thread is None:
-                    self._thread = threading.Thread(
-                        target=self._sender, name="tracking-outbox", daemon=True
-                    )
-                    self._thread.start()
+                if not self._threads:
+                    self._threads = [
+                        threading.Thread(
+                            target=self._sender, args=(lane,), name="tracking-outbox", daemon=True
+                        )
+                        for lane in range(self._lanes)
+                    ]
+                    for thread in self._threads:
+                        thread.start()
                 self._lock.notify_all()
                 return
         if self.clock() >= self.next_try:
@@ -229,30 +245,43 @@ class Outbox:
             rejected, self._rejected = self._rejected, None
             raise rejected
 
-    def _sender(self) -> None:
-        """The background thread: send what is due, sleep until the next try or put."""
+    def _lane(self, write: Write) -> int:
+        return zlib.crc32((write.run_id or "").encode()) % self._lanes
+
+    def _head(self, lane: int) -> Write | None:
+        """The lane's oldest write (the caller holds the lock)."""
+        return next((w for w in self.pending if self._lane(w) == lane), None)
+
+    def _sender(self, lane: int) -> None:
+        """A background thread: send its lane's writes when due, else sleep until the
+        next try or put."""
         while True:
             with self._lock:
-                while not self.pending or self.clock() < self.next_try:
-                    wait = None if not self.pending else self.next_try - self.clock()
-                    self._lock.wait(wait)
+                while self._head(lane) is None or self.clock() < self.next_try:
+                    due = self._head(lane) is not None
+                    self._lock.wait(self.next_try - self.clock() if due else None)
             try:
-                self._send_pending()
+                self._send_pending(lane)
             except Exception as exc:  # permanent: for the driver's next check or drain
                 with self._lock:
                     self._rejected = exc
             with self._lock:
                 self._lock.notify_all()
 
-    def _next(self) -> tuple[Write, list[Write]]:
-        """The head write, joined with the later batches of its run that may go with it
-        (the module docstring); returns (what to send, the writes it covers)."""
+    def _next(self, lane: int) -> tuple[Write | None, list[Write]]:
+        """The lane's head write, joined with the later batches of its run that may go
+        with it, or (None: nothing to send) a status change a later one overrides (the
+        module docstring); returns (what to send, the writes it covers)."""
         with self._lock:
-            head = self.pending[0]
+            head = self._head(lane)
+            assert head is not None
+            later_writes = list(self.pending)[self.pending.index(head) + 1 :]
+            if head.status and any(w.status and w.run_id == head.run_id for w in later_writes):
+                return None, [head]
             if head.batch is None or head.run_id is None:
                 return head, [head]
             covered, batches, total = [head], [head.batch], head.batch
-            for later in list(self.pending)[1:]:
+            for later in later_writes:
                 if later.run_id is None:
                     break
                 if later.run_id != head.run_id:
@@ -269,12 +298,19 @@ class Outbox:
         send = joined.send
         return Write(what, lambda: send(joined.metrics, joined.tags), run_id=head.run_id), covered
 
-    def _send_pending(self) -> None:
-        while self.pending:
-            write, covered = self._next()
+    def _send_pending(self, lane: int = 0) -> None:
+        while True:
+            with self._lock:
+                if self._head(lane) is None:
+                    return
+            write, covered = self._next(lane)
+            if write is None:  # overridden: as good as sent
+                self._sent(covered)
+                continue
             try:
                 with quick_http():
-                    self.requests += 1
+                    with self._lock:
+                        self.requests += 1
                     write.send()
             except Exception as exc:
                 if write.optional:
@@ -286,12 +322,15 @@ class Outbox:
                     raise
                 self._failed(exc)
                 return
-            self._done(covered)
-            if self.failing_since is not None:
-                self.retried += len(covered)
-                self._sent_late += len(covered)
-                if not self.pending:
-                    self._recovered(self.failing_since)
+            self._sent(covered)
+
+    def _sent(self, covered: list[Write]) -> None:
+        self._done(covered)
+        if self.failing_since is not None:
+            self.retried += len(covered)
+            self._sent_late += len(covered)
+            if not self.pending:
+                self._recovered(self.failing_since)
 
     def _done(self, covered: list[Write]) -> None:
         with self._lock:
@@ -321,16 +360,31 @@ class Outbox:
         self.failing_since, self.next_try = None, 0.0
 
 
+_QUICK_LOCK = threading.Lock()
+_quick_added: dict[str, str] = {}
+_quick_users = 0
+
+
 @contextlib.contextmanager
 def quick_http() -> Iterator[None]:
-    """MLflow's per-request HTTP retries off for one attempt (user settings win)."""
-    added = {k: v for k, v in QUICK_HTTP.items() if k not in os.environ}
-    os.environ.update(added)
+    """MLflow's per-request HTTP retries off for one attempt (user settings win). The
+    setting is process-wide (MLflow reads the environment): with attempts of several
+    lanes at once, the first one in sets it and the last one out removes it."""
+    global _quick_users
+    with _QUICK_LOCK:
+        if _quick_users == 0:
+            _quick_added.update({k: v for k, v in QUICK_HTTP.items() if k not in os.environ})
+            os.environ.update(_quick_added)
+        _quick_users += 1
     try:
         yield
     finally:
-        for key in added:
-            os.environ.pop(key, None)
+        with _QUICK_LOCK:
+            _quick_users -= 1
+            if _quick_users == 0:
+                for key in _quick_added:
+                    os.environ.pop(key, None)
+                _quick_added.clear()
 
 
 def first_line(exc: BaseException) -> str:

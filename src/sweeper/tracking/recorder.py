@@ -132,7 +132,7 @@ class Recorder:
             self.ledger.open(run_id)
         self._put(
             f"status of run {run_id}", run_id,
-            self.client.update_run, run_id, status=record_names.RunState.RUNNING,
+            self.client.update_run, run_id, status=record_names.RunState.RUNNING, status_write=True,
         )  # fmt: skip
         self._tags(  # after the status: it may go with the first report's points
             run_id,
@@ -303,12 +303,23 @@ class Recorder:
         self.outbox.put_batch(what, run_id, send, metrics, run_tags)
 
     def _end(self, run_id: str, state: record_names.RunState) -> None:
-        self._put(f"end of run {run_id}", run_id, self.client.set_terminated, run_id, status=state)
+        self._put(
+            f"end of run {run_id}", run_id,
+            self.client.set_terminated, run_id, status=state, status_write=True,
+        )  # fmt: skip
 
     def _put(
-        self, what: str, run_id: str, method: Callable[..., object], *args: Any, **kwargs: Any
+        self,
+        what: str,
+        run_id: str,
+        method: Callable[..., object],
+        *args: Any,
+        status_write: bool = False,
+        **kwargs: Any,
     ) -> None:
-        self.outbox.put(what, lambda: method(*args, **kwargs), run_id=run_id)
+        """Queue `method(*args, **kwargs)`; `status_write`: it sets the run's status
+        (one a later status write of the run overrides is not sent)."""
+        self.outbox.put(what, lambda: method(*args, **kwargs), run_id=run_id, status=status_write)
 
 
 def _is_best(key: str) -> bool:
