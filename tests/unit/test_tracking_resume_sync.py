@@ -232,3 +232,19 @@ def test_a_manifest_naming_a_path_out_of_the_trial_folder_is_not_restored(
     fresh = tmp_path / "deep" / "fresh"
     assert restore(repo, fresh) is None  # type: ignore[arg-type]
     assert not (tmp_path / "escaped.json").exists() and not Path("/tmp/escaped.json").exists()
+
+
+def test_discard_removes_the_whole_resume_folder_and_tolerates_none(tmp_path: Path):
+    from mlflow.store.artifact.local_artifact_repo import LocalArtifactRepository
+
+    from sweeper.tracking.resume_sync import discard
+
+    repo = LocalArtifactRepository(str(tmp_path / "artifacts" / "resume"))
+    blob = tmp_path / "blob"
+    blob.write_text("x")
+    repo.log_artifact(str(blob), "blobs")
+    repo.log_artifact(str(blob))
+    discard(repo)
+    assert not (tmp_path / "artifacts" / "resume").exists()
+    discard(repo)  # nothing left: nothing to do, no error
+    assert (tmp_path / "artifacts").is_dir()

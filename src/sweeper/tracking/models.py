@@ -23,8 +23,10 @@ from typing import TYPE_CHECKING
 from sweeper import record_names
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from mlflow import MlflowClient
-    from mlflow.entities import RunInfo
+    from mlflow.entities import Metric, RunInfo, RunTag
 
 TAG_CHECKPOINT = "sweeper.checkpoint"
 MODEL_TYPE = "sweeper-best-checkpoint"
@@ -53,11 +55,14 @@ def log_best_model(
     step: int,
     made: dict[str, str],
     info: RunInfo | None = None,
+    also: Sequence[Metric] = (),
+    tags: Sequence[RunTag] = (),
 ) -> str:
     """Create the model (once: `made` maps run id -> model id across retries of this
     write), make it an output of the run at `step` (once), log `best` on the run and
     the model at `step`, mark the model READY. `info`: the run's, where the caller
-    has it (else it is read)."""
+    has it (else it is read); `also` and `tags`: more of the run's metrics and tags,
+    sent in the same request as `best`."""
     from mlflow.entities import LoggedModelOutput, Metric
 
     model_id = made.get(run_id)
@@ -79,6 +84,6 @@ def log_best_model(
         client.log_outputs(run_id, [LoggedModelOutput(model_id, step)])
     now = int(time.time() * 1000)
     metrics = [Metric(k, float(v), now, step, model_id=model_id) for k, v in best.items()]
-    client.log_batch(run_id, metrics=metrics, synchronous=True)
+    client.log_batch(run_id, metrics=metrics + list(also), tags=list(tags), synchronous=True)
     client.finalize_logged_model(model_id, "READY")
     return model_id

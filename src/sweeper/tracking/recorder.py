@@ -187,17 +187,24 @@ class Recorder:
         """FINISHED; its best-checkpoint metrics go to the run and to a logged model of
         the best checkpoint (`tracking.models`), or to the run alone if the store has
         no logged models."""
+        from mlflow.entities import RunTag
+
         run_id = self.runs[key]
         best = self._best.pop(run_id, [])
-        if best:
+        cost = self._attempt_metrics(key, lost=False)
+        status = {record_names.TAG_STATUS: record_names.Status.FINISHED}
+        if best:  # the attempt's cost and the status go in the model's batch
+            tags = [RunTag(k, v) for k, v in status.items()]
             self.outbox.put(
-                f"best checkpoint of run {run_id}", lambda: self._model(key, best), run_id=run_id
+                f"best checkpoint of run {run_id}",
+                lambda: self._model(key, best, cost, tags),
+                run_id=run_id,
             )
-        self.attempt_ended(key, lost=False)  # its cost and the status: one batch
-        self._tags(run_id, {record_names.TAG_STATUS: record_names.Status.FINISHED})
+        else:
+            self._batch(f"cost and status of run {run_id}", run_id, cost, status)
         self._end(run_id, record_names.RunState.FINISHED)
 
-    def _model(self, key: str, best: list[MetricPoint]) -> None:
+    def _model(self, key: str, best: list[MetricPoint], cost: list[Any], tags: list[Any]) -> None:
         from mlflow.entities import Metric
         from mlflow.exceptions import MlflowException
 
@@ -207,14 +214,15 @@ class Recorder:
         values, step = {k: v for _, k, v in best}, max(s for s, _, _ in best)
         try:
             log_best_model(
-                self.client, run_id, key, values, step, self._models, self.infos.get(run_id)
-            )
+                self.client, run_id, key, values, step, self._models, self.infos.get(run_id),
+                also=cost, tags=tags,
+            )  # fmt: skip
         except MlflowException as exc:
             if exc.error_code not in ("ENDPOINT_NOT_FOUND", "NOT_IMPLEMENTED"):
                 raise
             now = int(time.time() * 1000)  # a store without logged models: the run only
             metrics = [Metric(k, v, now, step) for k, v in values.items()]
-            self.client.log_batch(run_id, metrics=metrics, synchronous=True)
+            self.client.log_batch(run_id, metrics=metrics + cost, tags=tags, synchronous=True)
 
     def preempted(self, key: str, history: Sequence[tuple[int | None, str]]) -> None:
         """Tag the run with its preemptions so far: how many, and each one's step and
@@ -270,14 +278,17 @@ class Recorder:
         """Close the trial's open attempt, if any, and log what it held and used
         (`sweeper.tracking.cost_ledger`); `lost`: it ended without ending its trial."""
         run_id = self.runs[key]
-        points = self.ledger.close(run_id, lost) if self.ledger is not None else []
-        if not points:
-            return
+        metrics = self._attempt_metrics(key, lost)
+        if metrics:
+            self._batch(f"cost of attempt {metrics[0].step} of run {run_id}", run_id, metrics)
+
+    def _attempt_metrics(self, key: str, lost: bool) -> list[Any]:
+        """Close the trial's open attempt, if any: the metrics of what it held and used."""
+        points = self.ledger.close(self.runs[key], lost) if self.ledger is not None else []
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        metrics = [Metric(k, v, now, s) for s, k, v in points]
-        self._batch(f"cost of attempt {points[0][0]} of run {run_id}", run_id, metrics)
+        return [Metric(k, v, now, s) for s, k, v in points]
 
     def check(self) -> None:
         """Raise TrackingDown if the store has stayed unreachable past the bound."""

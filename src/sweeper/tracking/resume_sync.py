@@ -182,10 +182,10 @@ def _download_blobs(repo: ArtifactRepository, files: dict, tmp: Path) -> dict[st
 
 def discard(repo: ArtifactRepository) -> None:
     """Delete a finished trial's resume copies (best effort): its best checkpoint is
-    uploaded on its own, and nothing resumes a finished trial."""
+    uploaded on its own, and nothing resumes a finished trial. The whole `resume/`
+    folder goes in one request (its root: nothing to list first)."""
     try:
-        for info in repo.list_artifacts():
-            repo.delete_artifacts(info.path)
+        repo.delete_artifacts()
     except Exception as exc:
         log.warning("deleting resume copies failed: %s", exc)
 
