@@ -12,21 +12,28 @@ recorder, syncing and closing the run. Three stores: the local SQLite file, a lo
 `mlflow server` on a SQLite file, and the same server on PostgreSQL (a cluster's store:
 tests/support/postgres.py starts one from Debian's binaries). `--baseline REV` runs
 the same sweeps with REV's `src/` first on PYTHONPATH, in the same run, so before and
-after share the machine's load. Reported from the trial runs' own start and end
-times in MLflow: the span from the first start to the last end, trials per minute over
-it, and engine seconds per trial (span x concurrency / trials: the time one slot spends
-per trial). A trial's start is its first logged point (its run is created, with every
-other, before Ray starts). The soak in `make reliability` measures the same on 200
-trials with 3 s of sleep each.
+after share the machine's load. Then, untimed, one more server sweep per code through
+a counting loopback proxy (tests/support/proxy.py, no delay): the HTTP requests per
+trial, by endpoint (the sweep's own: staging, summary and report included).
+
+Reported from the trial runs' own start and end times in MLflow: the span from the
+first start to the last end, trials per minute over it, and engine seconds per trial
+(span x concurrency / trials: the time one slot spends per trial). A trial's start is
+its first logged point (its run is created, with every other, before Ray starts); its
+end is the time its end reached the store. The soak in `make reliability` measures the
+same on 200 trials with 3 s of sleep each; its load scenario, 200 trials 8 at once on a
+two-node cluster and PostgreSQL, the server's points per second.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +43,7 @@ import yaml
 from sweeper import record_names
 from tests.support.cluster import mlflow_server
 from tests.support.postgres import postgres_server
+from tests.support.proxy import slow_proxy
 from tests.support.sweeps import base_spec
 
 TITLE = "Engine throughput"
@@ -110,6 +118,20 @@ def measure(work: Path, trials: int, store: str, code: str, env: dict[str, str])
     }
 
 
+def count_requests(work: Path, trials: int, code: str, env: dict[str, str]) -> Counter[str]:
+    """Requests per endpoint of one server sweep through a counting proxy (untimed);
+    ids and artifact file names folded, so one trial's requests add up by kind."""
+    name = f"requests-{code.split()[0]}"
+    spec = write_sweep(work, name, trials)
+    with mlflow_server(work / f"server-{name}") as server, slow_proxy(server.uri, 0) as proxy:
+        common.run_timed(common.sweeper_command("run", spec, "--tracking-uri", proxy.uri), env=env)
+    kinds: Counter[str] = Counter()
+    for path, n in proxy.paths.items():
+        path = re.sub(r"/artifacts/\d+/.*", "/artifacts/<exp>/... (files)", path)
+        kinds[re.sub(r"m-[0-9a-f]{32}", "<model>", path)] += n
+    return kinds
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -140,6 +162,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"load {common.load_average()}",
                     flush=True,
                 )
+        requests = {
+            code: count_requests(Path(tmp), trials, code, env) for code, env in codes.items()
+        }
     lines = common.header(TITLE, common.command_line("bench_throughput.py", argv), info, start_load)
     lines += [
         "",
@@ -170,6 +195,18 @@ def main(argv: list[str] | None = None) -> int:
                 ]
                 for r in rows
             ],
+        ),
+        "",
+        f"HTTP requests per trial through the server (all of the sweep's, over {trials} "
+        "trials; a counting proxy, untimed):",
+        "",
+        *common.table(
+            ["Request", *requests],
+            [
+                [kind, *(f"{requests[code][kind] / trials:.2f}" for code in requests)]
+                for kind in sorted(set().union(*requests.values()))
+            ]
+            + [["all", *(f"{sum(c.values()) / trials:.2f}" for c in requests.values())]],
         ),
     ]
     text = "\n".join(lines) + "\n"
