@@ -1,11 +1,12 @@
 """Load on a tracking server in steps, to find the points per second where it saturates.
 
 `saturation(uri, ...)` opens one run per writer and, for each step of writers at once
-(1, 2, 4, ...), has that many threads send `log_batch` requests of `points` metric
-points each, back to back, for `seconds`; each step reports the points per second the
-server stored and the requests' median and 95th-percentile latency. The steps stop
-once a doubling of writers adds less than `flat` of throughput: the server (or, on a
-small machine, the machine) is saturated, and more writers only queue. Each request
+(1, 2, 4, ... `most`), has that many threads send `log_batch` requests of `points`
+metric points each, back to back, for `seconds`; each step reports the points per
+second the server stored and the requests' median and 95th-percentile latency.
+`knee(steps)` is the first step within 10% of the best throughput: past it the server
+(or, on a small machine, the machine) is saturated, and more writers only queue.
+Every step runs (a single step's figure is noisy on a shared machine). Each request
 is what the driver sends for one trial report (its points in one batch), so writers
 stand for trials reporting at once with no pause between reports.
 
@@ -77,14 +78,9 @@ def step(uri: str, run_ids: list[str], points: int, seconds: float) -> LoadStep:
 
 
 def saturation(
-    uri: str,
-    experiment: str,
-    points: int = 20,
-    seconds: float = 8.0,
-    most: int = 32,
-    flat: float = 0.10,
+    uri: str, experiment: str, points: int = 20, seconds: float = 6.0, most: int = 16
 ) -> list[LoadStep]:
-    """Steps of 1, 2, 4, ... writers (at most `most`) until throughput flattens."""
+    """Steps of 1, 2, 4, ... `most` writers."""
     from mlflow import MlflowClient
 
     client = MlflowClient(uri)
@@ -94,7 +90,11 @@ def saturation(
     writers = 1
     while writers <= most:
         steps.append(step(uri, run_ids[:writers], points, seconds))
-        if len(steps) > 1 and steps[-1].points_per_s < (1 + flat) * steps[-2].points_per_s:
-            break
         writers *= 2
     return steps
+
+
+def knee(steps: list[LoadStep], within: float = 0.10) -> LoadStep:
+    """The first step whose throughput is within `within` of the best step's."""
+    best = max(s.points_per_s for s in steps)
+    return next(s for s in steps if s.points_per_s >= (1 - within) * best)

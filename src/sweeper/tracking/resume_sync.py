@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import shutil
 import tempfile
@@ -96,18 +97,26 @@ def _cut_at_last_line(path: Path) -> None:
 
 
 def upload(repo: ArtifactRepository, step: int, copies: dict[str, Path], known: set[str]) -> dict:
-    """Send the blobs not in `known` (updated), then the manifest; prune older ones."""
-    files = {}
+    """Send the blobs not in `known` (updated), at once, then the manifest; prune older
+    ones. A blob is sent under its hash through a hard link to the copy (a copy where
+    no link can be made)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    files, new = {}, {}
     with tempfile.TemporaryDirectory(prefix="sweeper-sync-") as tmp:
         for rel, copy in copies.items():
             sha = file_sha256(copy)
             files[rel] = {"sha256": sha, "size": copy.stat().st_size}
-            if sha not in known:
-                named = Path(tmp) / sha
-                shutil.copyfile(copy, named)
-                repo.log_artifact(str(named), BLOBS)
-                named.unlink()
-                known.add(sha)
+            if sha not in known and sha not in new:
+                new[sha] = Path(tmp) / sha
+                try:
+                    os.link(copy, new[sha])
+                except OSError:
+                    shutil.copyfile(copy, new[sha])
+        with ThreadPoolExecutor(max_workers=max(1, min(4, len(new)))) as pool:
+            for sent in [pool.submit(repo.log_artifact, str(p), BLOBS) for p in new.values()]:
+                sent.result()
+        known.update(new)
         manifest = {"step": step, "files": files}
         path = Path(tmp) / f"{MANIFEST_PREFIX}{step:010d}.json"
         path.write_text(json.dumps(manifest, sort_keys=True), encoding="utf-8")
