@@ -30,11 +30,16 @@ class LoadStep:
     points_per_s: float
     p50_ms: float
     p95_ms: float
+    refused: int
+    """requests the server answered with an error (e.g. its database pool exhausted)"""
+    error: str
+    """the first such error's first line ("" if none)"""
 
     def line(self) -> str:
+        refused = f", {self.refused} refused: {self.error}" if self.refused else ""
         return (
-            f"{self.writers} writers: {self.points_per_s:.0f} points/s "
-            f"({self.requests} requests, p50 {self.p50_ms:.0f} ms, p95 {self.p95_ms:.0f} ms)"
+            f"{self.writers} writers: {self.points_per_s:.0f} points/s ({self.requests} "
+            f"requests, p50 {self.p50_ms:.0f} ms, p95 {self.p95_ms:.0f} ms{refused})"
         )
 
 
@@ -45,6 +50,7 @@ def step(uri: str, run_ids: list[str], points: int, seconds: float) -> LoadStep:
 
     client = MlflowClient(uri)
     latencies: list[float] = []
+    errors: list[str] = []
     lock = threading.Lock()
     stop = time.monotonic() + seconds
 
@@ -55,7 +61,12 @@ def step(uri: str, run_ids: list[str], points: int, seconds: float) -> LoadStep:
             now = int(time.time() * 1000)
             batch = [Metric(f"load_{k}", float(k), now, step_no) for k in range(points)]
             started = time.monotonic()
-            client.log_batch(run_id, metrics=batch, synchronous=True)
+            try:
+                client.log_batch(run_id, metrics=batch, synchronous=True)
+            except Exception as exc:  # the server refused: counted, not stored
+                with lock:
+                    errors.append(str(exc).strip().splitlines()[0][:200])
+                continue
             mine.append(time.monotonic() - started)
         with lock:
             latencies.extend(mine)
@@ -67,13 +78,15 @@ def step(uri: str, run_ids: list[str], points: int, seconds: float) -> LoadStep:
     for thread in threads:
         thread.join()
     took = time.monotonic() - began
-    ordered = sorted(latencies)
+    ordered = sorted(latencies) or [0.0]
     return LoadStep(
         writers=len(run_ids),
-        requests=len(ordered),
-        points_per_s=len(ordered) * points / took,
+        requests=len(latencies),
+        points_per_s=len(latencies) * points / took,
         p50_ms=statistics.median(ordered) * 1000,
         p95_ms=ordered[int(0.95 * (len(ordered) - 1))] * 1000,
+        refused=len(errors),
+        error=errors[0] if errors else "",
     )
 
 

@@ -140,6 +140,29 @@ def test_a_permanent_rejection_is_raised_not_buffered():
     assert not outbox.pending
 
 
+def test_a_server_whose_database_pool_is_exhausted_is_retried_not_rejected():
+    from sweeper.tracking.outbox import is_permanent
+
+    class Busy(Exception):
+        error_code = "BAD_REQUEST"  # what MLflow 3.17's server answers then
+
+    busy = Busy("QueuePool limit of size 5 overflow 10 reached, connection timed out")
+    assert not is_permanent(busy)
+    assert is_permanent(Busy("Invalid value for parameter 'x'"))
+    clock = Clock()
+    outbox = Outbox(60.0, clock=clock, sleep=clock.sleep)
+    calls: list[int] = []
+
+    def send() -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise busy
+
+    outbox.put("metrics", send)  # buffered, not raised
+    outbox.drain()
+    assert len(calls) == 2 and not outbox.pending
+
+
 def test_no_outage_means_no_waiting_and_no_message():
     client, clock = FlakyClient(down=0), Clock()
     recorder = _recorder(client, clock)

@@ -66,6 +66,10 @@ PERMANENT_CODES = frozenset(
     }
 )
 """MLflow error codes that a retry cannot cure: raised at once, not buffered."""
+BUSY_DATABASE = ("QueuePool limit", "OperationalError", "could not connect to server")
+"""What a tracking server's answer says when its database was busy or away: MLflow
+sends some of these as BAD_REQUEST (an exhausted connection pool under load, seen
+with a PostgreSQL backend), yet a retry cures them."""
 QUICK_HTTP = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
 LANES = 4
 """sender threads in the background (runs whose writes travel at once)"""
@@ -127,7 +131,10 @@ def bound_from_env() -> float:
 
 
 def is_permanent(exc: BaseException) -> bool:
-    """A rejection the store will repeat (bad value, missing run), not an outage."""
+    """A rejection the store will repeat (bad value, missing run), not an outage nor
+    a server whose database is busy (`BUSY_DATABASE`)."""
+    if any(marker in str(exc) for marker in BUSY_DATABASE):
+        return False
     return getattr(exc, "error_code", None) in PERMANENT_CODES
 
 
