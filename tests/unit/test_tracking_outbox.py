@@ -322,3 +322,10 @@ def test_in_the_background_a_slow_write_of_one_run_does_not_hold_up_another_run(
     gate.set()
     outbox.drain()
     assert [s for s, _, _ in client.points["a"]] == [1]
+
+
+def test_a_server_gets_several_sender_lanes_a_sqlite_file_one():
+    from sweeper.tracking.outbox import LANES, lanes_for
+
+    assert lanes_for("sqlite:////tmp/x/mlflow.db") == 1
+    assert lanes_for("http://127.0.0.1:5000") == LANES > 1

@@ -20,10 +20,11 @@ event loop; here the waiting happens between attempts, without blocking anything
 With `background=True` (the sweep engines) the writes are sent by threads of the
 outbox's own, so Ray Tune's event loop never waits for a request: `put` only queues,
 `check` raises what the threads met (the bound passed, a permanent rejection), and
-`drain` waits for them to empty the queue. There are `LANES` threads; every write of
-one run goes through the same one (chosen by its run id), so a run's writes keep their
-order while two runs' writes travel at once (a tracking server answers requests in
-parallel). An outage holds every lane. Without it (`background=False`, the unit
+`drain` waits for them to empty the queue. There are `lanes_for(uri)` threads: for a
+tracking server `LANES`, every write of one run through the same one (chosen by its
+run id), so a run's writes keep their order while two runs' writes travel at once (a
+server answers requests in parallel); for a local SQLite file one (it takes one writer
+at a time). An outage holds every lane. Without it (`background=False`, the unit
 tests' fake clock) `put` sends what is due itself, in one lane.
 
 Fewer requests, the same record. A run's metric and tag writes are batches
@@ -126,6 +127,11 @@ class Write:
     """a run status change: not sent if a later one of the run is queued"""
 
 
+def lanes_for(uri: str) -> int:
+    """Sender threads for a store: one for a local SQLite file, `LANES` for a server."""
+    return 1 if uri.startswith("sqlite:") else LANES
+
+
 def bound_from_env() -> float:
     return float(os.environ.get(BOUND_ENV) or DEFAULT_BOUND_S)
 
@@ -149,6 +155,7 @@ class Outbox:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         background: bool = False,
+        lanes: int = LANES,
     ):
         self.bound_s = bound_from_env() if bound_s is None else bound_s
         self.log, self.clock, self.sleep = log, clock, sleep
@@ -166,7 +173,7 @@ class Outbox:
         """writes sent so far in the current outage"""
         self.last_error: BaseException | None = None
         self._lock = threading.Condition()
-        self._lanes = LANES if background else 1
+        self._lanes = max(1, lanes) if background else 1
         self._threads: list[threading.Thread] = []
         self._rejected: BaseException | None = None
         """a permanent rejection the sender thread met, raised by the next check/drain"""
