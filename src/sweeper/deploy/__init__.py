@@ -7,9 +7,11 @@
               durable storage (docs/architecture.md, invariant 7)
   local.py    `sweeper cluster up | status | down`: a Ray head and an MLflow tracking
               server as real processes on this machine
+  up_checks.py  what `up` checks and sets first: ports (TIME_WAIT is free), the backend
+              store's driver, this environment first on the head's PATH
 
 The package sits just above `tracking` (it asks `tracking.server` whether a server
-answers) and below the engine and the CLI, which use it. Nothing here imports Ray or
+answers and `tracking.drivers` whether a database's driver is installed) and below the engine and the CLI, which use it. Nothing here imports Ray or
 MLflow at module level: `sweeper --help` stays light (invariant 4).
 """
 
