@@ -76,6 +76,23 @@ def _node_ports(*taken: int) -> list[str]:
     ]  # fmt: skip
 
 
+def sweeper_cluster_up(
+    env: dict[str, str], cwd: Path, storage: Path, *extra: str, timeout: float = 200
+) -> tuple[subprocess.CompletedProcess[str], list[int]]:
+    """`sweeper cluster up` on HEAD_IP with free ports and 2 CPUs, as a user runs it;
+    (its outcome, [gcs, dashboard, mlflow] ports). `extra`: more `cluster up` options."""
+    ports = [free_port() for _ in range(4)]
+    ray_args = ["--num-cpus", "2", "--num-gpus", "0", "--ray-client-server-port", str(ports[3])]
+    started = subprocess.run(
+        [SWEEPER, "cluster", "up", "--host", HEAD_IP, "--ray-port", str(ports[0]),
+         "--dashboard-port", str(ports[1]), "--mlflow-port", str(ports[2]),
+         "--storage", str(storage),
+         "--ray-args", " ".join(ray_args + _node_ports(ports[0], ports[1], ports[3])), *extra],
+        env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+    return started, ports[:3]
+
+
 def ray_env(**extra: str) -> dict[str, str]:
     """clean_env() plus this test cluster's own token authentication.
 
