@@ -13,6 +13,9 @@ puts its own interpreter's folder first on the head's PATH. On it:
 * Two drivers on one sweep: the second is refused naming the first; the first is then
   SIGKILLed mid-trial, and `--resume` finishes the sweep with every trial run once and
   every metric point once.
+* `cluster down`, then `cluster up` at once on the same ports (held in TIME_WAIT by the
+  stopped servers' connections) and the same database: it starts, and the record is
+  still there.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from typing import Any
 import pytest
 
 from sweeper import record_names
-from tests.support.cluster import HEAD_IP, RAY, SWEEPER, sweeper_cluster_up
+from tests.support.cluster import HEAD_IP, RAY, SWEEPER, sweeper_cluster_up, time_wait_ports
 from tests.support.postgres import PostgresServer
 from tests.support.processes import BIN, clean_env, kill_group, sweeper_command
 from tests.support.sweeps import new_sweep, roles_in
@@ -66,6 +69,8 @@ class PgCluster:
     tracking: str
     postgres: PostgresServer
     database: str
+    uri: str
+    ports: list[int]
 
     def rows(self, sql: str) -> str:
         """`sql` on the cluster's database, as psql prints it."""
@@ -105,6 +110,7 @@ def pg(tmp_path_factory: pytest.TempPathFactory, postgres: PostgresServer) -> It
         yield PgCluster(
             env, root, checkout, storage, f"{HEAD_IP}:{ports[0]}",
             f"http://{HEAD_IP}:{ports[1]}", f"http://{HEAD_IP}:{ports[2]}", postgres, database,
+            uri, ports,
         )  # fmt: skip
     finally:
         recorded = json.loads(state_file.read_text()) if state_file.exists() else None
@@ -233,3 +239,23 @@ def test_two_drivers_refused_then_a_killed_driver_resumed(
         f"SELECT count(*) FROM metrics WHERE key = 'train_loss' AND run_uuid IN ({ids})"
     )
     assert points == "40", "every point once, in PostgreSQL"
+
+
+def test_down_then_up_again_on_the_same_ports_finds_the_record(pg: PgCluster):
+    from mlflow import MlflowClient
+
+    client = MlflowClient(pg.tracking)
+    run = client.create_run(client.create_experiment("restart"))
+    client.log_metric(run.info.run_id, "valid_accuracy", 75.0, step=10)
+    down = _run([SWEEPER, "cluster", "down"], pg.env, pg.checkout, timeout=120)
+    assert down.returncode == 0, down.stdout + down.stderr
+    waiting = time_wait_ports() & set(pg.ports)
+    assert waiting, "the stopped servers' connections wait on their ports"
+    with socket.socket() as plain, pytest.raises(OSError):  # what the old check tried
+        plain.bind((HEAD_IP, min(waiting)))
+    again, _ = sweeper_cluster_up(
+        pg.env, pg.checkout, pg.storage, "--backend-store-uri", pg.uri, ports=pg.ports
+    )
+    assert again.returncode == 0, again.stdout + again.stderr
+    history = MlflowClient(pg.tracking).get_metric_history(run.info.run_id, "valid_accuracy")
+    assert [(m.step, m.value) for m in history] == [(10, 75.0)]  # kept by PostgreSQL

@@ -16,7 +16,7 @@ import pytest
 
 from sweeper.deploy.up_checks import ClusterError, check_ports, head_path, port_taken
 from tests.support import cluster
-from tests.support.cluster import free_port
+from tests.support.cluster import free_port, time_wait_ports
 
 
 def _worker_range(args: list[str]) -> range:
@@ -38,16 +38,6 @@ def test_the_worker_range_never_covers_a_port_taken_before(monkeypatch: pytest.M
 # --- `sweeper cluster up`'s own port check (sweeper.deploy.up_checks)
 
 
-def _time_wait_ports() -> set[int]:
-    """Local ports of this machine's IPv4 TCP sockets in TIME_WAIT (state 06)."""
-    found = set()
-    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        fields = line.split()
-        if fields[3] == "06":
-            found.add(int(fields[1].rsplit(":", 1)[1], 16))
-    return found
-
-
 def _leave_in_time_wait() -> int:
     """A loopback port held only by a closed connection in TIME_WAIT: a server accepts
     one connection and closes it first (the side that closes first waits), then stops
@@ -63,7 +53,7 @@ def _leave_in_time_wait() -> int:
         client.recv(1)  # the server's FIN has arrived
         client.close()
     deadline = time.monotonic() + 10
-    while port not in _time_wait_ports():
+    while port not in time_wait_ports():
         assert time.monotonic() < deadline, "no TIME_WAIT socket on the port"
         time.sleep(0.05)
     return port
