@@ -10,6 +10,12 @@ has not caught up for `bound_s` seconds does the outbox give up (`TrackingDown`)
 sweep then stops with that message, and every trial's local events file still holds
 its points, which `sweeper run --resume` replays.
 
+While the store is away the outbox says so, on its first failure and then at most every
+`NOTE_EVERY_S` seconds of failed retries: since when (wall clock), how many metric points
+wait, the bound, and why in words (`reason`): connection refused (the server is down),
+or HTTP 503 from a server that is up while its database is not (MLflow's server answers
+503, and the odd 500, while PostgreSQL is away; neither is a rejection of the write).
+
 Writes are safe to repeat: a metric point is sent with the timestamp it was made
 with, and MLflow stores an identical point once; tags and statuses are idempotent.
 
@@ -43,6 +49,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import threading
 import time
 import zlib
@@ -55,6 +62,8 @@ BOUND_ENV = "SWEEPER_TRACKING_RETRY_S"
 DEFAULT_BOUND_S = 300.0
 FIRST_DELAY_S = 1.0
 MAX_DELAY_S = 15.0
+NOTE_EVERY_S = 10.0
+"""While the store is away, a progress line at most this often (on a failed retry)."""
 PERMANENT_CODES = frozenset(
     {
         "INVALID_PARAMETER_VALUE",
@@ -81,12 +90,12 @@ MAX_METRICS, MAX_TAGS, MAX_ENTITIES = 1000, 100, 1000
 class TrackingDown(RuntimeError):
     """The store stayed unreachable past the bound; writes are still pending."""
 
-    def __init__(self, waited_s: float, pending: int, cause: BaseException):
+    def __init__(self, waited_s: float, pending: int, cause: BaseException, points: int = 0):
         self.waited_s, self.pending, self.cause = waited_s, pending, cause
         super().__init__(
             f"the tracking store has been unreachable for {waited_s:.0f}s "
-            f"(limit ${BOUND_ENV}); {pending} write(s) not recorded; last error: "
-            f"{first_line(cause)}"
+            f"(limit ${BOUND_ENV}); {pending} write(s) ({points} metric points) not "
+            f"recorded; last error: {reason(cause)}"
         )
 
 
@@ -125,6 +134,8 @@ class Write:
     """set for a run's metrics and tags: may be joined with later ones of the run"""
     status: bool = False
     """a run status change: not sent if a later one of the run is queued"""
+    points: int = 0
+    """metric points it carries (counted in the progress line while the store is away)"""
 
 
 def lanes_for(uri: str) -> int:
@@ -156,9 +167,10 @@ class Outbox:
         sleep: Callable[[float], None] = time.sleep,
         background: bool = False,
         lanes: int = LANES,
+        wall: Callable[[], float] = time.time,
     ):
         self.bound_s = bound_from_env() if bound_s is None else bound_s
-        self.log, self.clock, self.sleep = log, clock, sleep
+        self.log, self.clock, self.sleep, self.wall = log, clock, sleep, wall
         self.background = background
         self.pending: deque[Write] = deque()
         self.failing_since: float | None = None
@@ -172,6 +184,10 @@ class Outbox:
         self._sent_late = 0
         """writes sent so far in the current outage"""
         self.last_error: BaseException | None = None
+        self._since_wall = 0.0
+        """wall-clock time of the current outage's first failure (for messages)"""
+        self._noted_at = 0.0
+        """when the last progress line of the current outage was written"""
         self._lock = threading.Condition()
         self._lanes = max(1, lanes) if background else 1
         self._threads: list[threading.Thread] = []
@@ -185,14 +201,16 @@ class Outbox:
         optional: bool = False,
         run_id: str | None = None,
         status: bool = False,
+        points: int = 0,
     ) -> None:
         """Queue a write behind the pending ones and send what is due now (in the
         background: wake the sender). Never waits and never raises for an outage (Tune
         turns a callback's exception into a trial failure); a permanent rejection is
         raised at once (in the background: by the next `check` or `drain`). An
         `optional` write that fails is dropped with a warning instead (it must not hold
-        up the others)."""
-        self._queue(Write(what, send, optional, run_id, status=status))
+        up the others). `points`: how many metric points it carries (for the progress
+        line)."""
+        self._queue(Write(what, send, optional, run_id, status=status, points=points))
 
     def put_batch(
         self,
@@ -206,7 +224,13 @@ class Outbox:
         joined with later batches of the same run (the module docstring)."""
         batch = Batch(list(metrics), list(tags), send)
         self._queue(
-            Write(what, lambda: send(batch.metrics, batch.tags), run_id=run_id, batch=batch)
+            Write(
+                what,
+                lambda: send(batch.metrics, batch.tags),
+                run_id=run_id,
+                batch=batch,
+                points=len(batch.metrics),
+            )
         )
 
     def _queue(self, write: Write) -> None:
@@ -238,7 +262,14 @@ class Outbox:
             return
         waited = self.clock() - self.failing_since
         if waited > self.bound_s:
-            raise TrackingDown(waited, len(self.pending), self.last_error or RuntimeError())
+            raise TrackingDown(
+                waited, len(self.pending), self.last_error or RuntimeError(), self.points()
+            )
+
+    def points(self) -> int:
+        """Metric points waiting in the outbox."""
+        with self._lock:
+            return sum(write.points for write in self.pending)
 
     def drain(self) -> None:
         """Send everything, waiting (with backoff) up to the bound: the end of a sweep."""
@@ -310,7 +341,13 @@ class Outbox:
         joined = Batch.joined(batches)
         what = f"{len(covered)} joined writes of run {head.run_id}"
         send = joined.send
-        return Write(what, lambda: send(joined.metrics, joined.tags), run_id=head.run_id), covered
+        joined_write = Write(
+            what,
+            lambda: send(joined.metrics, joined.tags),
+            run_id=head.run_id,
+            points=len(joined.metrics),
+        )
+        return joined_write, covered
 
     def _send_pending(self, lane: int = 0) -> None:
         while True:
@@ -354,22 +391,31 @@ class Outbox:
 
     def _failed(self, exc: BaseException) -> None:
         now = self.clock()
+        self.last_error = exc
         if self.failing_since is None:
             self.failing_since, self.delay, self._sent_late = now, FIRST_DELAY_S, 0
-            self.log(
-                f"tracking store unreachable ({first_line(exc)}); buffering writes and "
-                f"retrying for up to {self.bound_s:.0f}s"
-            )
+            self._since_wall = self.wall()
+            self._note(now)
         else:
             self.delay = min(self.delay * 2, MAX_DELAY_S)
-        self.last_error = exc
+            if now - self._noted_at >= NOTE_EVERY_S:
+                self._note(now)
         self.next_try = now + self.delay
+
+    def _note(self, now: float) -> None:
+        """The progress line while the store is away (see the module docstring)."""
+        self._noted_at = now
+        self.log(
+            f"tracking store unreachable since {clock_time(self._since_wall)}, retrying; "
+            f"{self.points()} points buffered ({len(self.pending)} writes), limit "
+            f"{self.bound_s:.0f}s; {reason(self.last_error or RuntimeError())}"
+        )
 
     def _recovered(self, since: float) -> None:
         waited = self.clock() - since
         self.log(
-            f"tracking store reachable again after {waited:.1f}s; "
-            f"{self._sent_late} buffered write(s) sent"
+            f"tracking store reachable again after {waited:.1f}s (unreachable since "
+            f"{clock_time(self._since_wall)}); {self._sent_late} buffered write(s) sent"
         )
         self.failing_since, self.next_try = None, 0.0
 
@@ -399,6 +445,37 @@ def quick_http() -> Iterator[None]:
                 for key in _quick_added:
                     os.environ.pop(key, None)
                 _quick_added.clear()
+
+
+_STATUS = re.compile(r"too many (\d{3}) error responses")
+_SERVER = re.compile(r"API request to (\w+://[^/\s]+)")
+
+
+def reason(exc: BaseException) -> str:
+    """Why a write failed, in words: what MLflow's HTTP client says is a whole
+    traceback's worth of URL and urllib3 detail, of which the server, the HTTP status
+    and "connection refused" are what tells an operator where to look."""
+    text = str(exc)
+    found = _SERVER.search(text)
+    server = found.group(1) if found else "the tracking server"
+    status = _STATUS.search(text)
+    if status and status.group(1) == "503":
+        return (
+            f"{server} answers HTTP 503 Service Unavailable (an MLflow server's answer "
+            "while its database is away)"
+        )
+    if status:
+        return f"{server} answers HTTP {status.group(1)}"
+    if "Connection refused" in text:
+        return f"{server}: connection refused (is the server down?)" if found else first_line(exc)
+    if "timed out" in text.lower() and found:
+        return f"{server}: no answer (timed out)"
+    return first_line(exc)
+
+
+def clock_time(seconds: float) -> str:
+    """`HH:MM:SS` of a wall-clock time, in the driver's local time."""
+    return time.strftime("%H:%M:%S", time.localtime(seconds))
 
 
 def first_line(exc: BaseException) -> str:

@@ -199,6 +199,7 @@ class Recorder:
                 f"best checkpoint of run {run_id}",
                 lambda: self._model(key, best, cost, tags),
                 run_id=run_id,
+                points=len(best) + len(cost),
             )
         else:
             self._batch(f"cost and status of run {run_id}", run_id, cost, status)
