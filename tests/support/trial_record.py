@@ -5,8 +5,9 @@ store (a SQLite file, a tracking server) through MLflow's client and returns, pe
 trial key: its MLflow status, params, tags, every metric's whole history, its logged
 models (name, status, tags, metrics) and its artifact paths. What differs between two
 runs of one sweep by nature is left out or kept only in shape: run ids and times, the
-Ray trial id, the node, MLflow's own `mlflow.*` tags; the values of system samples,
-wall times and the cost ledger's measured seconds (their names and steps are kept).
+Ray trial id, the node, MLflow's own `mlflow.*` tags; the values of wall times and
+the cost ledger's measured seconds (their names and steps are kept), and of system
+samples (their names are kept: the clock decides when one is taken).
 Two sweeps of one spec whose records compare equal here lost nothing one of them kept.
 """
 
@@ -21,15 +22,27 @@ VARYING_TAGS = (record_names.TAG_RAY_TRIAL_ID, record_names.TAG_NODE)
 TIMED_METRICS = (record_names.METRIC_WALL_TIME,)
 TIMED_PREFIXES = ("system/", "cost/")
 """metrics whose values are clock readings: compared by name and step only"""
+SAMPLED_PREFIX = "system/"
+"""system samples: taken when due by the clock, compared by name only"""
 
 
 def _timed(key: str) -> bool:
     return key in TIMED_METRICS or key.startswith(TIMED_PREFIXES)
 
 
+def _point(m: Any) -> tuple[Any, ...]:
+    if m.key.startswith(SAMPLED_PREFIX):
+        return (m.key,)
+    return (m.key, m.step) if _timed(m.key) else (m.key, m.step, m.value)
+
+
 def _points(metrics: Any) -> list[tuple[Any, ...]]:
-    """(key, step, value) of each point, the value left out where it is a clock reading."""
-    return sorted((m.key, m.step) if _timed(m.key) else (m.key, m.step, m.value) for m in metrics)
+    """(key, step, value) of each point, the value left out where it is a clock reading;
+    a system sample by its name alone (how many are taken, at which steps, depends on
+    the clock: `SystemSampler.due`)."""
+    sampled = {_point(m) for m in metrics if m.key.startswith(SAMPLED_PREFIX)}
+    measured = [_point(m) for m in metrics if not m.key.startswith(SAMPLED_PREFIX)]
+    return sorted([*sampled, *measured], key=repr)  # a point logged twice shows twice
 
 
 def _artifacts(client: Any, run_id: str, path: str | None = None) -> list[str]:
