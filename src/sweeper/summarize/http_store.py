@@ -305,9 +305,11 @@ def _error(status: int, text: bytes) -> str:
 
 def open_http(uri: str) -> HttpStore | None:
     """An HttpStore for an http(s) tracking URI, unless MLflow's client is configured
-    with credentials or other request settings (`CREDENTIAL_SETTINGS`, or a
-    ~/.mlflow/credentials file): then None, and MLflow's client reads."""
-    if urlparse(uri).scheme.lower() not in {"http", "https"}:
+    with credentials or other request settings (`CREDENTIAL_SETTINGS`, a
+    ~/.mlflow/credentials file, a user name in the URI): then None, and MLflow's
+    client reads."""
+    parsed = urlparse(uri)
+    if parsed.scheme.lower() not in {"http", "https"} or parsed.username is not None:
         return None
     if any(os.environ.get(name) for name in CREDENTIAL_SETTINGS):
         return None
