@@ -278,16 +278,16 @@ def same_json(uris: dict[str, str]) -> None:
             raise SystemExit(f"the summary through the {label} differs from the {first}'s")
 
 
-def time_servers(
-    n: int, sqlite_file: Path, pg, work: Path, file_uri: str, repeats: int
-) -> tuple[dict[str, tuple[list[float], list[float]]], dict[str, dict[str, float]]]:
-    """`json, report unchanged` and the in-process phases through each server."""
+def time_servers(n: int, sqlite_file: Path, pg, work: Path, file_uri: str, repeats: int) -> tuple:
+    """`json, report unchanged` through each server, the servers' CPU seconds per
+    summary (`mlflow server` and its workers; PostgreSQL's backends beside), and the
+    in-process phases."""
     import summarize_servers
 
     database = summarize_servers.postgres_store(pg, sqlite_file, f"n{n}")
-    cases, phases = {}, {}
+    cases, server_cpu, phases = {}, {}, {}
     with contextlib.ExitStack() as stack:
-        uris = {
+        servers = {
             SERVERS[0]: stack.enter_context(
                 summarize_servers.sqlite_server(sqlite_file, work / f"sqlite-{n}")
             ),
@@ -295,13 +295,18 @@ def time_servers(
                 summarize_servers.postgres_server_uri(database, work / f"pg-{n}")
             ),
         }
+        uris = {label: uri for label, (uri, _) in servers.items()}
         for uri in uris.values():  # log the report once through each: later runs read only
             subprocess.run(summarize_command(uri), check=True, capture_output=True)
         same_json({"file": file_uri, **uris})
-        for label, uri in uris.items():
+        for label, (uri, group) in servers.items():
+            groups = [group] + ([pg.pid] if label == SERVERS[1] else [])
+            before = [summarize_servers.group_cpu(g) for g in groups]
             cases[label] = time_command(summarize_command(uri), repeats)
+            after = [summarize_servers.group_cpu(g) for g in groups]
+            server_cpu[label] = [(b - a) / repeats for a, b in zip(before, after, strict=True)]
             phases[label] = run_phases(uri)
-    return cases, phases
+    return cases, server_cpu, phases
 
 
 def run_phases(uri: str) -> dict[str, float]:
@@ -348,17 +353,18 @@ def main(argv: list[str] | None = None) -> int:
             phase_times = {"file": run_phases(uri)}
             with tempfile.TemporaryDirectory() as out:
                 cases = time_cases(uri, Path(out), repeats)
-            server_cases = {}
+            server_cases, server_cpu = {}, {}
             if pg is not None:
-                server_cases, server_phases = time_servers(
+                server_cases, server_cpu, server_phases = time_servers(
                     n, folder / "mlflow.db", pg, work, uri, repeats
                 )
                 phase_times.update(server_phases)
-            rows.append((n, cases, phase_times, server_cases))
+            rows.append((n, cases, phase_times, server_cases, server_cpu))
             print(f"{n:>6} runs (store ready in {built:.1f} s):", flush=True)
             for label, (walls, cpus) in [*cases.items(), *server_cases.items()]:
+                extra = f"  server CPU {_list(server_cpu[label])}" if label in server_cpu else ""
                 print(f"        {label:<48} {statistics.median(walls):6.2f} s wall "
-                      f"{statistics.median(cpus):6.2f} s CPU  ({_list(walls)})")  # fmt: skip
+                      f"{statistics.median(cpus):6.2f} s CPU ({_list(walls)}){extra}")  # fmt: skip
             for store, times in phase_times.items():
                 for label, seconds in times.items():
                     print(f"        {store:<20} {label:<42} {seconds:7.3f} s")
@@ -410,7 +416,7 @@ def report_lines(rows: list, command: str, info: dict[str, str], start_load: str
             ["Runs", "store", *phases],
             [
                 [f"{n:,}", store, *(f"{times[label]:.3f}" for label in phases)]
-                for n, _, by_store, _ in rows
+                for n, _, by_store, *_ in rows
                 for store, times in by_store.items()
             ],
             "ll" + "r" * len(phases),
@@ -427,25 +433,32 @@ def server_lines(rows: list) -> list[str]:
         "server` (4 workers, its default and `sweeper cluster up`'s) on a SQLite file and on "
         "PostgreSQL, both on this machine; `sweeper summarize --tracking-uri http://... "
         "--format json` with the report already logged, timed in the same run as the file "
-        "column. The CPU figure is the summarising process's only: the server's own work "
-        "runs in its workers. The JSON of all three was checked to be the same but for the "
-        "tracking URI.",
+        "column. The CPU figure in brackets is the summarising process's only; the servers' "
+        "own CPU seconds per summary (all of `mlflow server`'s processes; for PostgreSQL, "
+        "plus the database's) are the last columns: on this machine's 2 cores, wall time "
+        "cannot fall below about half of the servers' and the client's CPU together. The "
+        "JSON of all three was checked to be the same but for the tracking URI.",
         "",
         *common.table(
-            ["Runs", "file", *SERVERS, "PostgreSQL / file"],
+            [
+                *("Runs", "file", *SERVERS, "PostgreSQL / file", "server CPU: SQLite"),
+                "server CPU: PostgreSQL (mlflow + postgres)",
+            ],
             [
                 [
                     f"{n:,}",
                     _cell(cases[UNCHANGED]),
                     *(_cell(server[label]) for label in SERVERS),
                     f"{_ratio(server[SERVERS[1]], cases[UNCHANGED]):.1f}x",
+                    f"{cpu[SERVERS[0]][0]:.2f}",
+                    " + ".join(f"{c:.2f}" for c in cpu[SERVERS[1]]),
                 ]
-                for n, cases, _, server in rows
+                for n, cases, _, server, cpu in rows
             ],
         ),
     ]
     notes = []
-    for n, cases, _, server in rows:
+    for n, cases, _, server, _ in rows:
         wall = statistics.median(server[SERVERS[1]][0])
         if n in SERVER_RATIO:
             ratio = _ratio(server[SERVERS[1]], cases[UNCHANGED])

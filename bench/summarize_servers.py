@@ -19,10 +19,13 @@ worker processes.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
+
+import psutil
 
 from tests.support.cluster import free_port, mlflow_server
 from tests.support.postgres import PostgresServer, server_bin_dir
@@ -112,25 +115,38 @@ def _move_sequences(target) -> None:
         )
 
 
+def group_cpu(pgid: int) -> float:
+    """CPU seconds (user + sys) of the live processes of process group `pgid` (a
+    server started in a session of its own: `mlflow server` and its workers, or the
+    postmaster and its backends)."""
+    total = 0.0
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, ProcessLookupError):
+            if os.getpgid(proc.pid) == pgid:
+                times = proc.cpu_times()
+                total += times.user + times.system
+    return total
+
+
 @contextlib.contextmanager
-def sqlite_server(sqlite_file: Path, root: Path) -> Iterator[str]:
-    """`mlflow server` on a fresh copy of `sqlite_file`; its URI."""
+def sqlite_server(sqlite_file: Path, root: Path) -> Iterator[tuple[str, int]]:
+    """`mlflow server` on a fresh copy of `sqlite_file`; its URI and process group."""
     root.mkdir(parents=True, exist_ok=True)
     copy = root / "server.db"
     shutil.copyfile(sqlite_file, copy)
     try:
         with mlflow_server(root, backend_store_uri=f"sqlite:///{copy}", workers=WORKERS) as s:
-            yield s.uri
+            yield s.uri, s.proc.pid
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
 @contextlib.contextmanager
-def postgres_server_uri(database_uri: str, root: Path) -> Iterator[str]:
-    """`mlflow server` on a PostgreSQL database; its URI."""
+def postgres_server_uri(database_uri: str, root: Path) -> Iterator[tuple[str, int]]:
+    """`mlflow server` on a PostgreSQL database; its URI and process group."""
     root.mkdir(parents=True, exist_ok=True)
     try:
         with mlflow_server(root, backend_store_uri=database_uri, workers=WORKERS) as s:
-            yield s.uri
+            yield s.uri, s.proc.pid
     finally:
         shutil.rmtree(root, ignore_errors=True)
