@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import subprocess
 import sys
-import threading
 from typing import Any
 
 import common
@@ -60,46 +58,13 @@ def trials_per_hour(trials: int, wall: float) -> float:
     return 3600 * trials / wall
 
 
-class GpuSampler:
-    """nvidia-smi's utilisation and memory, once a second, in a background thread."""
-
-    def __init__(self) -> None:
-        self.samples: list[tuple[float, float]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> GpuSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        query = ["nvidia-smi", "--query-gpu=utilization.gpu,memory.used"]
-        while not self._stop.wait(1.0):
-            found = subprocess.run(
-                [*query, "--format=csv,noheader,nounits"], capture_output=True, text=True
-            )
-            for line in found.stdout.strip().splitlines():
-                util, memory = (float(x) for x in line.split(","))
-                self.samples.append((util, memory))
-
-    def summary(self) -> tuple[float, float]:
-        """(mean utilisation %, peak memory MiB) over all GPUs and samples."""
-        if not self.samples:
-            return float("nan"), float("nan")
-        return common.median([u for u, _ in self.samples]), max(m for _, m in self.samples)
-
-
 def run_packing(args: argparse.Namespace, packing: int, gpus: int) -> dict[str, Any]:
     seeds = QUICK_SEEDS if args.quick else SEEDS
     epochs = QUICK_EPOCHS if args.quick else EPOCHS
     spec, _ = common.new_sweep(
         args.workdir / "gpu-packing", f"packing-{packing}", changes(packing, gpus, seeds, epochs)
     )
-    with GpuSampler() as sampler:
+    with common.GpuSampler() as sampler:
         timed = common.run_timed(common.sweeper_command("run", spec), env=common.clean_env())
     util, memory = sampler.summary()
     trials = 2 * len(seeds)

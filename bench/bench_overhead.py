@@ -110,6 +110,7 @@ def bare_hf(job: dict[str, Any], out: Path) -> list[str]:
         "--adam-betas", *(str(b) for b in train["adam_betas"]),
         "--adam-eps", str(train["adam_eps"]), "--clip-norm", str(train["clip_norm"]),
         "--seed", str(job["seed"]), "--threads", "1",
+        "--precision", str(train.get("precision", "fp32")),
     ]  # fmt: skip
 
 

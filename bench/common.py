@@ -96,15 +96,63 @@ def gpu_name() -> str:
     return "; ".join(found.stdout.strip().splitlines()) or "none"
 
 
-def header(title: str, command: str, info: Mapping[str, str], start_load: str) -> list[str]:
+class GpuSampler:
+    """nvidia-smi's utilisation and memory of every GPU, every `every` seconds, in a
+    background thread; no samples where nvidia-smi is missing (a CPU machine)."""
+
+    def __init__(self, every: float = 1.0) -> None:
+        self.samples: list[tuple[float, float]] = []
+        self.every = every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> GpuSampler:
+        if shutil.which("nvidia-smi") is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _run(self) -> None:
+        query = ["nvidia-smi", "--query-gpu=utilization.gpu,memory.used"]
+        while not self._stop.wait(self.every):
+            found = subprocess.run(
+                [*query, "--format=csv,noheader,nounits"], capture_output=True, text=True
+            )
+            for line in found.stdout.strip().splitlines():
+                util, memory = (float(x) for x in line.split(","))
+                self.samples.append((util, memory))
+
+    def summary(self) -> tuple[float, float]:
+        """(median utilisation %, peak memory MiB) over all GPUs and samples."""
+        if not self.samples:
+            return float("nan"), float("nan")
+        return median([u for u, _ in self.samples]), max(m for _, m in self.samples)
+
+
+def header(
+    title: str,
+    command: str,
+    info: Mapping[str, str],
+    start_load: str,
+    ran: tuple[str, str, int] | None = None,
+) -> list[str]:
     """A section's opening lines: title, command, date, machine, load at start and end,
-    and a warning when the machine was shared (load above the usable cores)."""
-    lines = [f"## {title}", "", f"Command: `{command}` ({time.strftime('%Y-%m-%d %H:%M')})", ""]
+    and a warning when the machine was shared (load above the usable cores). `ran`:
+    (date, load at end, usable cores) of figures measured on another machine (the GPU
+    check's), instead of now and this machine."""
+    date, end_load, cores = ran or (
+        time.strftime("%Y-%m-%d %H:%M"),
+        load_average(),
+        len(os.sched_getaffinity(0)),
+    )
+    lines = [f"## {title}", "", f"Command: `{command}` ({date})", ""]
     lines += [f"- {key}: {value}" for key, value in info.items()]
-    end_load = load_average()
     lines += [f"- load average at start (1, 5, 15 min): {start_load}"]
     lines += [f"- load average at end: {end_load}"]
-    cores = len(os.sched_getaffinity(0))
     if max(float(start_load.split(",")[0]), float(end_load.split(",")[0])) > cores:
         lines += [
             "",

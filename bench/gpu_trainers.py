@@ -1,302 +1,264 @@
-"""sweeper's HF trainer on a GPU: the subprocess every HF trial runs, on CUDA.
+"""The GPU check: sweeper's trainers at the lab's size on a GPU, against the bare frameworks.
 
-    python bench/gpu_trainers.py prepare DIR   # here: the jobs and their inputs, in DIR
-    python bench/gpu_trainers.py run DIR       # where CUDA is: runs them, DIR/results.json
-    python bench/gpu_trainers.py report FILE   # here: the "GPU trainers" section
+    python bench/gpu_trainers.py prepare DIR          # here: jobs, data and wheels in DIR
+    python bench/gpu_trainers.py run DIR --out OUT    # on the GPU machine: OUT/results-cuda.json
+    python bench/gpu_trainers.py report FILE          # here: the "GPU check" section
 
 The GPU machine this project can borrow has torch, transformers and PEFT, but neither
-Ray, MLflow nor fairseq, and no network. So this check runs what a Ray trial runs
-below Ray: `sweeper.trainers.runner.run_trainer` with the HF trainer, which starts
-`python -m sweeper.trainers.hf.hf_main trial.json` and parses its event stream. The jobs
-are built here by `sweeper.trainers.trial_pipeline.build_job` (the demo's token ids; seed 1's
-starting weights from the demo's pretrained checkpoint, which fairseq writes, 3 epochs),
-then only their device and paths change on the GPU machine. Each precision the spec
-offers runs there, and LoRA; the fp32 job also runs here on the CPU, as the reference.
+Ray, MLflow nor fairseq, and no network; what it needs travels with the tree (64 MiB at
+most). So `prepare` builds everything here: the lab's stand-in files (`sweeper fixture
+lab-size`: 1,800 / 200 / 200 reviews, a 32,000-row vocabulary), their prepared token ids
+(the same ids for both frameworks), and one job per framework and precision (fp32, bf16)
+from the shipped sweeps/roberta.yaml by `sweeper.trainers.trial_pipeline.build_job`: the
+lab's 4 x 512 arch, seed 1, random init, batch 8, one epoch (225 updates), one thread.
+The random-init weights (92 MB) do not travel: `run` writes them again on the GPU
+machine with `sweeper.models.init.init_checkpoint` from the job's own arguments and
+checks that their cache key (the file name) is the one recorded here. fairseq travels
+as its pinned sdist and is compiled there (bench/gpu_wheels.py).
 
-Reported per job: whether the trainer said it ran on CUDA, its wall time, training
-updates per second (median over the 25-update intervals with no evaluation, the first
-dropped: `bench_frameworks.interval_rates`), its best validation accuracy and the test
-accuracy there, and the largest GPU memory in use while it ran (nvidia-smi, sampled).
+`run` then measures, one process at a time: each job through sweeper's trainer
+(`sweeper.trainers.runner.run_trainer`, the subprocess a Ray trial runs, below Ray and
+MLflow) and the same job bare (stock fairseq-train with the trainer's own arguments,
+run as `python -m fairseq_cli.train`; bench/hf_plain.py for HF: bench_overhead's bare
+commands); then the fp32 jobs packed on the one GPU, 2 and 4 trials at once (half
+fairseq, half HF), against the two run alone one after the other (k = 1). It stops
+starting new runs when its time budget (`--budget-s`, 330 s from its start, the setup
+included) would be passed, and says which it skipped.
+
+Reported per run: its wall time (process start to exit: start-up, one epoch, the epoch-end
+evaluation of valid and test, checkpoints), updates per second (sweeper's trainer: median
+over the 25-update intervals with no evaluation, the first dropped,
+`bench_frameworks.interval_rates`), the best validation accuracy and the test accuracy
+there (one epoch from random init at the lab's lr of 1e-5 stays near chance: they show
+that each run evaluated and selected, not what the lab learns), and the GPU's peak memory
+in use and median utilisation (nvidia-smi every 0.5 s, whole device, over the whole
+run: start-up and evaluation included).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
-import subprocess
 import sys
-import threading
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-TITLE = "GPU trainers"
-EPOCHS = 3
-LOG_INTERVAL = 25
-CLASSIFY, CAUSAL_LM = "sweeps/demo.yaml", "sweeps/demo-llm.yaml"
-VARIANTS: dict[str, dict[str, Any]] = {
-    "full, fp32": {"spec": CLASSIFY, "precision": "fp32"},
-    "full, bf16": {"spec": CLASSIFY, "precision": "bf16"},
-    "full, fp16": {"spec": CLASSIFY, "precision": "fp16"},
-    "lora (r=8), bf16": {"spec": CLASSIFY, "precision": "bf16", "method": "lora"},
-    "causal LM, full, fp32": {"spec": CAUSAL_LM, "precision": "fp32"},
-    "causal LM, lora, bf16": {"spec": CAUSAL_LM, "precision": "bf16", "method": "lora"},
-}
-CPU_REFERENCES = ("full, fp32", "causal LM, full, fp32")
+import common
+import gpu_runs
+
+TITLE = "GPU check"
+ROBERTA = common.ROOT / "sweeps" / "roberta.yaml"
+FRAMEWORKS, PRECISIONS, PACKINGS = ("fairseq", "hf"), ("fp32", "bf16"), (2, 4)
+PACKED_PRECISION = "fp32"
+EPOCHS, THREADS, LOG_INTERVAL = 1, 1, 25
+QUICK_FIXTURE = ["--train-size", "32", "--pretrain-steps", "1"]
+QUICK_ARCH = ["model.arch.layers=2", "model.arch.embed_dim=64", "model.arch.ffn_dim=128",
+              "model.arch.heads=4"]  # fmt: skip
+BUDGET_S = 330.0
+SITE = Path("/tmp/gpucheck")
+"""Where `run` installs the carried packages on the GPU machine (outside the tree)."""
 
 
-def prepare(folder: Path) -> None:
-    """Jobs for the GPU machine, their inputs copied into `folder`, paths relative to it.
-    The two demo sweeps' inputs come from their caches (runs/demo, runs/demo-llm),
-    prepared first where missing."""
+def prepare(folder: Path, quick: bool, wheels: bool) -> None:
+    """DIR/jobs.json, DIR/data/, DIR/wheels/ (see the module docstring); the fixture, the
+    prepared sweep and the init files stay in DIR-scratch, which does not travel."""
+    from sweeper.cli.fixture import overrides
     from sweeper.spec.load import load_spec
     from sweeper.trainers.trial_pipeline import build_job, prepare_inputs
     from sweeper.trial_keys import make_trial
 
-    root = Path(__file__).resolve().parents[1]
+    scratch = folder.with_name(folder.name + "-scratch")
     shutil.rmtree(folder, ignore_errors=True)
-    jobs = {}
-    for name, variant in VARIANTS.items():
-        spec = load_spec(root / variant["spec"], [f"train.epochs={EPOCHS}"])
-        inputs = prepare_inputs(spec, log=lambda _: None)
-        method = variant.get("method", "full")
-        trial = make_trial(spec, seed=1, init="pretrained", framework="hf", method=method)
-        job = build_job(spec, trial, inputs, folder / "unused", threads=1)
-        data = _copy_in(Path(job.hf_data), folder / "inputs" / Path(variant["spec"]).stem)
-        init = _copy_in(Path(job.init_checkpoint), data.parent)
-        job = replace(
-            job,
-            train={**job.train, "precision": variant["precision"]},
-            extra={**job.extra, "log_interval": LOG_INTERVAL},
-            hf_data=str(data.relative_to(folder)),
-            fairseq_data=str(data.relative_to(folder)) if job.extra.get("task") else "",
-            init_checkpoint=str(init.relative_to(folder)),
-            out_dir=_slug(name),
-        )
-        jobs[name] = asdict(job)
-    (folder / "jobs.json").write_text(json.dumps(jobs, indent=2), encoding="utf-8")
-    print(f"{len(jobs)} jobs in {folder / 'jobs.json'}")
-
-
-def _copy_in(source: Path, into: Path) -> Path:
-    """`source` (a file or a folder) copied into `into` once; returns the copy."""
-    target = into / source.name
-    if not target.exists():
-        into.mkdir(parents=True, exist_ok=True)
-        if source.is_dir():
-            shutil.copytree(source, target)
-        else:
-            shutil.copy(source, target)
-    return target
-
-
-def run(folder: Path, device: str) -> dict[str, Any]:
-    """Run every job (on `device`) with the trial runner; write and return the results."""
-    import common
-
-    from sweeper.trainers.base import TrialJob
-    from sweeper.trainers.hf.hf_trainer import HFTrainer
-    from sweeper.trainers.runner import TrainerError, run_trainer
-
-    jobs = json.loads((folder / "jobs.json").read_text(encoding="utf-8"))
-    names = list(jobs) if device == "cuda" else list(CPU_REFERENCES)
-    results: dict[str, Any] = {"device": device, "gpu": _gpu_name(), **_stack(), "jobs": {}}
-    for name in names:
-        raw = dict(jobs[name])
-        for key in ("hf_data", "fairseq_data", "init_checkpoint"):
-            raw[key] = str(folder / raw[key]) if raw[key] else ""
-        out = folder / "runs" / device / raw["out_dir"]
-        shutil.rmtree(out, ignore_errors=True)
-        job = TrialJob(**{**raw, "out_dir": str(out), "device": device})
-        events: list[Any] = []
-        memory = _MemorySampler() if device == "cuda" else None
-        started = time.monotonic()
-        try:
-            result = run_trainer(HFTrainer(), job, on_event=events.append)
-            error = None
-        except TrainerError as exc:
-            result, error = None, f"{exc.reason}: " + " | ".join(exc.tail[-5:])
-        wall = time.monotonic() - started
-        rates = _rates(events)  # none for a run too short for a whole interval
-        log = (out / "trainer.log").read_text(encoding="utf-8", errors="replace")
-        found = {
-            "ok": error is None,
-            "error": error,
-            "on_cuda": "trial on cuda" in log,
-            "wall_s": round(wall, 1),
-            "updates_per_s": common.median(rates) if rates else None,
-            "peak_gpu_mib": memory.stop() if memory is not None else None,
-            **_best(events, job.extra.get("select")),
-            "checkpoint": bool(result and result.checkpoints.best),
-        }
-        results["jobs"][name] = found
-        print(f"{device} {name}: {json.dumps(found)}", flush=True)
-    path = folder / f"results-{device}.json"
-    path.write_text(json.dumps(results, indent=2), encoding="utf-8")
-    return results
-
-
-def report(files: list[Path]) -> str:
-    import common
-
-    found = [json.loads(f.read_text(encoding="utf-8")) for f in files]
-    lines = [__doc__.split("\n\n", 2)[2].strip(), ""]
-    for results in found:
-        lines.append(
-            f"- {results['device']} runs: {results['machine']}; python {results['python']}, "
-            f"torch {results['torch']}, transformers {results['transformers']}, "
-            f"peft {results['peft']}; GPU: {results['gpu']}"
-        )
-    lines.append("")
-    rows = []
-    for results in found:
-        for name, one in results["jobs"].items():
-            rows.append(
-                [
-                    name,
-                    results["device"],
-                    "yes" if one["ok"] else f"no: {one['error']}",
-                    "yes" if one["on_cuda"] else "no",
-                    one["wall_s"],
-                    "-" if one["updates_per_s"] is None else f"{one['updates_per_s']:.1f}",
-                    one.get("metric", "-"),
-                    _pct(one.get("best_valid")),
-                    _pct(one.get("test_there")),
-                    "-" if one["peak_gpu_mib"] is None else one["peak_gpu_mib"],
-                ]
-            )
-    lines += common.table(
-        ["job", "device", "finished", "trainer on CUDA", "wall (s)", "updates/s (median)",
-         "selected by", "best valid", "test there", "peak GPU MiB"],
-        rows,
-    )  # fmt: skip
-    return "\n".join([*lines, "", *reading(found)]) + "\n"
-
-
-def reading(found: list[dict[str, Any]]) -> list[str]:
-    """What the table says, computed from it: every CUDA job finished on CUDA, and each
-    fp32 job's speed and selected metric against its CPU reference."""
-    by_device = {r["device"]: r["jobs"] for r in found}
-    cuda, cpu = by_device.get("cuda", {}), by_device.get("cpu", {})
-    lines = [
-        f"- {sum(j['ok'] and j['on_cuda'] and j['checkpoint'] for j in cuda.values())} of "
-        f"{len(cuda)} CUDA jobs finished with the trainer on CUDA and a best checkpoint saved."
-    ]
-    for name in CPU_REFERENCES:
-        gpu, ref = cuda.get(name), cpu.get(name)
-        if not (gpu and ref and gpu["updates_per_s"] and ref["updates_per_s"]):
-            continue
-        lines.append(
-            f"- {name}: {gpu['updates_per_s']:.0f} updates/s on the GPU against "
-            f"{ref['updates_per_s']:.0f} on one CPU core here; best validation "
-            f"{gpu.get('metric')} {_pct(gpu.get('best_valid'))} vs {_pct(ref.get('best_valid'))}, "
-            f"test {_pct(gpu.get('test_there'))} vs {_pct(ref.get('test_there'))} (other "
-            "kernels, other rounding: close, not bit-identical)."
-        )
-    return lines
-
-
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
-
-
-def _best(events: list[Any], select: dict[str, str] | None) -> dict[str, Any]:
-    """The best validation point by the job's selection (accuracy unless the job names
-    another: a causal LM's exact match), and the test value of that metric there."""
-    from sweeper.selection import ACCURACY, Selection, base_name
-    from sweeper.trainers.events import best_validation
-
-    selection = ACCURACY if select is None else Selection(select["metric"], select["mode"])
-    found = best_validation(events, selection)
-    if found is None:
-        return {}
-    valid, test = found
-    name = base_name(selection.metric)
-    return {
-        "metric": name,
-        "best_step": valid.step,
-        "best_valid": valid.value(name),
-        "test_there": None if test is None else test.value(name),
+    lab = scratch / "lab"
+    common.run_timed(
+        common.sweeper_command("fixture", "lab-size", lab, *(QUICK_FIXTURE if quick else []))
+    )
+    spec = load_spec(ROBERTA, [
+        *overrides(lab), f"output_dir={scratch / 'sweep'}", "grid.seed=[1]",
+        "grid.init=[random]", f"train.epochs={EPOCHS}", *(QUICK_ARCH if quick else []),
+    ])  # fmt: skip
+    inputs = prepare_inputs(spec, log=lambda _: None, need_pretrained=False)
+    data = {
+        name: shutil.copytree(source, folder / "data" / name)
+        for name, source in (("fairseq", inputs.fairseq_data), ("hf", inputs.hf_data))
     }
+    jobs = {}
+    for precision in PRECISIONS:
+        for framework in FRAMEWORKS:
+            trial = make_trial(spec, seed=1, init="random", framework=framework, method="full")
+            job = build_job(spec, trial, inputs, folder / "unused", threads=THREADS)
+            jobs[f"{framework}, {precision}"] = asdict(replace(
+                job,
+                train={**job.train, "precision": precision},
+                extra={**job.extra, "log_interval": 1 if quick else LOG_INTERVAL},
+                fairseq_data=str(Path(data["fairseq"]).relative_to(folder)),
+                hf_data=str(Path(data["hf"]).relative_to(folder)),
+                init_checkpoint=f"init/{Path(job.init_checkpoint).name}",
+                out_dir=f"{framework}-{precision}",
+            ))  # fmt: skip
+    plan = {"quick": quick, "jobs": jobs}
+    (folder / "jobs.json").write_text(json.dumps(plan, indent=2), encoding="utf-8")
+    if wheels:
+        import gpu_wheels
+
+        gpu_wheels.collect(folder / "wheels")
+    size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / 2**20
+    print(f"{len(jobs)} jobs in {folder / 'jobs.json'}; {size:.1f} MiB to carry", flush=True)
 
 
-def _stack() -> dict[str, str]:
-    """Where the jobs ran: the GPU machine's own Python and libraries, not this one's."""
-    import platform
+def run(folder: Path, device: str, out: Path | None, budget: float, packings: list[int]) -> None:
+    """Every run of the module docstring, in order; results saved after each."""
+    clock = time.monotonic()
+    started = (time.strftime("%Y-%m-%d %H:%M"), common.load_average())
+    setup: dict[str, Any] = {}
+    if device == "cuda" and (folder / "wheels").is_dir():
+        import gpu_wheels
+
+        setup.update(gpu_wheels.install(folder / "wheels", SITE / "site"))
+    _on_path(common.ROOT / "src")
+    setup["imports_s"] = _timed(_warm_imports)
+    plan = json.loads((folder / "jobs.json").read_text(encoding="utf-8"))
+    jobs = {name: _job(folder, raw, device) for name, raw in plan["jobs"].items()}
+    setup["init_s"] = _timed(lambda: [_write_init(folder, job) for job in jobs.values()])
+    results: dict[str, Any] = {
+        "device": device, "machine": {**common.machine(), "peft": _version("peft")},
+        "started": started[0], "load_start": started[1], "quick": plan["quick"],
+        "setup": setup, "solo": {}, "packed": {}, "command": " ".join(sys.argv),
+    }  # fmt: skip
+    save = _saver(folder, out, device, results)
+    save()
+    for name, job in jobs.items():
+        for kind in ("bare", "sweeper"):
+            if not _fits(clock, budget, _longest(results)):
+                results["solo"].setdefault(name, {})[kind] = {"skipped": "time budget"}
+                continue
+            run_one = gpu_runs.through_sweeper if kind == "sweeper" else gpu_runs.bare
+            found = run_one(job, folder / "runs" / device / kind / job.out_dir)
+            results["solo"].setdefault(name, {})[kind] = found
+            print(f"{device} {name} {kind}: {json.dumps(found)}", flush=True)
+            save()
+    for k in packings:
+        group = [jobs[f"{FRAMEWORKS[i % 2]}, {PACKED_PRECISION}"] for i in range(k)]
+        if not _fits(clock, budget, _packed_estimate(results, k)):
+            results["packed"][str(k)] = {"skipped": "time budget"}
+        else:
+            results["packed"][str(k)] = gpu_runs.packed(
+                group, folder / "runs" / device / f"packed-{k}"
+            )
+        print(f"{device} {k} packed: {json.dumps(results['packed'][str(k)])}", flush=True)
+        save()
+    results.update(ended_load=common.load_average(), cores=len(os.sched_getaffinity(0)))
+    results["run_s"] = round(time.monotonic() - clock, 1)
+    save()
+
+
+def _warm_imports() -> None:
+    """Import what the trainers import once, before any timed run, so the first run does
+    not pay for a cold disk cache; fails early where a carried package does not import.
+    (Here, not in a child: writing the init files next imports the same.)"""
+    import fairseq_cli.train  # noqa: F401
+    import pydantic  # noqa: F401
+    import torch
+    import transformers  # noqa: F401
+
+    torch.zeros(1)
+
+
+def _on_path(folder: Path) -> None:
+    """`folder` first on sys.path here and on PYTHONPATH for the trainer subprocesses."""
+    sys.path.insert(0, str(folder))
+    rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(folder), *rest])
+
+
+def _job(folder: Path, raw: dict[str, Any], device: str) -> Any:
+    from sweeper.trainers.base import TrialJob
+
+    paths = {key: str(folder / raw[key]) for key in ("hf_data", "fairseq_data", "init_checkpoint")}
+    return TrialJob(**{**raw, **paths, "device": device})
+
+
+def _write_init(folder: Path, job: Any) -> None:
+    """The job's random-init file, written as `build_job` wrote it here."""
+    from sweeper.models.init import init_checkpoint
+    from sweeper.spec.model_block import ArchConfig
+
+    arch = ArchConfig.model_validate(job.arch)
+    path = init_checkpoint(arch=arch, vocab_size=int(arch.vocab_size or 0),
+                           num_classes=job.num_classes, init=job.init, seed=job.seed,
+                           pretrained=None, out_dir=folder / "init")  # fmt: skip
+    if path != Path(job.init_checkpoint):
+        raise RuntimeError(f"init file {path}, but the job was built with {job.init_checkpoint}")
+
+
+def _fits(clock: float, budget: float, need: float) -> bool:
+    return time.monotonic() - clock + need <= budget
+
+
+def _packed_estimate(results: dict[str, Any], k: int) -> float:
+    """What k trials at once are expected to take: the last packing's wall (else the
+    longest single run's, as k = 1) scaled by the trials, as if the GPU were the limit."""
+    done = {int(n): f["wall_s"] for n, f in results["packed"].items() if "wall_s" in f}
+    last = max(done, default=1)
+    return (done[last] if done else _longest(results)) * k / last
+
+
+def _longest(results: dict[str, Any]) -> float:
+    """The longest single run so far: what the next one is expected to take."""
+    walls = [r.get("wall_s") or 0.0 for runs in results["solo"].values() for r in runs.values()]
+    return max(walls, default=0.0)
+
+
+def _timed(work: Any) -> float:
+    started = time.monotonic()
+    work()
+    return round(time.monotonic() - started, 1)
+
+
+def _version(name: str) -> str:
     from importlib import metadata
 
-    found = {"machine": f"{platform.node()} ({platform.machine()})"}
-    found["python"] = platform.python_version()
-    for name in ("torch", "transformers", "peft"):
-        found[name] = metadata.version(name)
-    return found
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "not installed"
 
 
-def _rates(events: list[Any]) -> list[float]:
-    from bench_frameworks import interval_rates
+def _saver(folder: Path, out: Path | None, device: str, results: dict[str, Any]) -> Any:
+    def save() -> None:
+        text = json.dumps(results, indent=2)
+        for where in filter(None, (folder, out)):
+            where.mkdir(parents=True, exist_ok=True)
+            (where / f"results-{device}.json").write_text(text, encoding="utf-8")
 
-    return interval_rates(events)
-
-
-def _gpu_name() -> str:
-    done = subprocess.run(
-        ["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ) if shutil.which("nvidia-smi") else None  # fmt: skip
-    return done.stdout.strip() if done is not None and done.returncode == 0 else "none"
-
-
-class _MemorySampler:
-    """The largest GPU memory in use (MiB, whole device) while a job runs."""
-
-    def __init__(self) -> None:
-        self.peak = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-        self._thread.start()
-
-    def _loop(self) -> None:
-        while not self._stop.wait(0.5):
-            done = subprocess.run(
-                ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            if done.returncode == 0 and done.stdout.strip():
-                self.peak = max(self.peak, int(done.stdout.split()[0]))
-
-    def stop(self) -> int:
-        self._stop.set()
-        self._thread.join()
-        return self.peak
-
-
-def _slug(name: str) -> str:
-    return "".join(c if c.isalnum() else "-" for c in name).strip("-")
+    return save
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("step", choices=("prepare", "run", "report"))
-    parser.add_argument("paths", nargs="+", type=Path, help="DIR (prepare, run) or results files")
-    parser.add_argument("--device", default="cuda", help="run: cuda, or cpu for the reference")
+    parser.add_argument("path", type=Path, help="DIR (prepare, run) or a results file (report)")
+    parser.add_argument("--quick", action="store_true", help="prepare: tiny sizes (the CPU test)")
+    parser.add_argument("--no-wheels", action="store_true", help="prepare: carry no packages")
+    parser.add_argument("--device", default="cuda", help="run: cuda, or cpu (the CPU test)")
+    parser.add_argument("--out", type=Path, help="run: also write the results here")
+    parser.add_argument("--budget-s", type=float, default=BUDGET_S, help="run: time budget")
+    parser.add_argument("--packings", type=int, nargs="*", default=list(PACKINGS))
     parser.add_argument("--no-doc", action="store_true", help="report: print only")
     args = parser.parse_args(argv)
     if args.step == "prepare":
-        prepare(args.paths[0].resolve())
+        prepare(args.path.resolve(), args.quick, not args.no_wheels)
     elif args.step == "run":
-        run(args.paths[0].resolve(), args.device)
+        run(args.path.resolve(), args.device, args.out, args.budget_s, args.packings)
     else:
-        import common
+        import gpu_report
 
-        command = "python bench/gpu_trainers.py prepare|run|report (see below)"
-        head = common.header(TITLE, command, common.machine(), common.load_average())
-        common.publish(TITLE, "\n".join([*head, "", report(args.paths)]), not args.no_doc)
+        results = json.loads(args.path.read_text(encoding="utf-8"))
+        common.publish(TITLE, gpu_report.section(results, __doc__), not args.no_doc)
     return 0
 
 

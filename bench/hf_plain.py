@@ -44,6 +44,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--clip-norm", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--precision", choices=("fp32", "bf16", "fp16"), default="fp32",
+        help="transformers' own mixed-precision switches, as sweeper's trainer sets them",
+    )  # fmt: skip
     return parser
 
 
@@ -115,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         dataloader_num_workers=0,
         use_cpu=not torch.cuda.is_available(),
         remove_unused_columns=False,
+        bf16=args.precision == "bf16",
+        fp16=args.precision == "fp16",
     )
     trainer = Trainer(
         model=model,

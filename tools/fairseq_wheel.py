@@ -8,7 +8,8 @@ ones where CUDA_HOME is set) that take about 6 of the 6.5 minutes a plain build 
 cores. sweeper never imports them: fairseq loads them lazily, only for base layers,
 non-autoregressive models and the simultaneous-translation examples. This script:
 
-1. downloads the pinned sdist with pip (no dependencies) and checks its sha256;
+1. downloads the pinned sdist with pip (no dependencies), or takes a local copy
+   (`--sdist`, for a machine without network), and checks its sha256;
 2. removes exactly those extension blocks from setup.py, failing when setup.py is not
    the text expected; the Cython extensions (fairseq.data.data_utils_fast,
    token_block_utils_fast) and libbleu stay;
@@ -154,6 +155,7 @@ def run(command: list[str], **kwargs: object) -> None:
 
 
 def download_sdist(into: Path) -> Path:
+    """The pinned sdist, downloaded with pip into `into` and checked; returns its path."""
     # --no-build-isolation: pip prepares the sdist's metadata, whose setup.py imports torch,
     # with this interpreter's packages instead of downloading torch into a build env.
     run(
@@ -163,14 +165,21 @@ def download_sdist(into: Path) -> Path:
     sdist = into / SDIST
     if not sdist.is_file():
         raise RecipeError(f"pip download left no {SDIST} in {into}: {os.listdir(into)}")
+    return checked_sdist(sdist)
+
+
+def checked_sdist(sdist: Path) -> Path:
+    """`sdist` itself if it is the pinned file (by sha256); RecipeError otherwise."""
     digest = sha256_of(sdist)
     if digest != SDIST_SHA256:
-        raise RecipeError(f"{SDIST}: sha256 {digest}, expected {SDIST_SHA256}")
+        raise RecipeError(f"{sdist.name}: sha256 {digest}, expected {SDIST_SHA256}")
     return sdist
 
 
-def build_wheel(work: Path) -> Path:
-    sdist = download_sdist(work / "sdist")
+def build_wheel(work: Path, sdist: Path | None = None) -> Path:
+    """The trimmed wheel, built in `work` from `sdist` (a local copy of the pinned file,
+    as on a machine without network), or from a fresh download when None."""
+    sdist = download_sdist(work / "sdist") if sdist is None else checked_sdist(sdist)
     with tarfile.open(sdist) as tar:
         tar.extractall(work / "src", filter="data")
     source = work / "src" / SDIST.removesuffix(".tar.gz")
@@ -179,7 +188,7 @@ def build_wheel(work: Path) -> Path:
     env = {k: v for k, v in os.environ.items() if k != "CUDA_HOME"}
     run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-         "--no-cache-dir", "--quiet", "--wheel-dir", str(work / "dist"), str(source)],
+         "--no-index", "--no-cache-dir", "--quiet", "--wheel-dir", str(work / "dist"), str(source)],
         env=env,
     )  # fmt: skip
     wheels = list((work / "dist").glob("*.whl"))
@@ -188,15 +197,16 @@ def build_wheel(work: Path) -> Path:
     return wheels[0]
 
 
-def cached_wheel(cache_dir: Path, rebuild: bool = False) -> Path:
-    """The trimmed wheel for this interpreter, built first if the cache lacks it."""
+def cached_wheel(cache_dir: Path, rebuild: bool = False, sdist: Path | None = None) -> Path:
+    """The trimmed wheel for this interpreter, built first if the cache lacks it (from
+    `sdist` where given, see `build_wheel`)."""
     folder = cache_dir / cache_key()
     found = sorted(folder.glob("*.whl")) if folder.is_dir() else []
     if found and not rebuild:
         return found[0]
     cache_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="fairseq-wheel-", dir=cache_dir) as tmp:
-        wheel = build_wheel(Path(tmp))
+        wheel = build_wheel(Path(tmp), sdist)
         # Into place whole: a build killed half-way leaves no wheel behind to be reused.
         staged = Path(tmp) / "staged"
         staged.mkdir()
@@ -227,9 +237,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--rebuild", action="store_true", help="build again even when the cache has the wheel"
     )
+    parser.add_argument(
+        "--sdist",
+        type=Path,
+        help=f"build from this local {SDIST} (checked by sha256) instead of downloading it",
+    )
     args = parser.parse_args(argv)
     try:
-        wheel = cached_wheel(args.cache_dir, rebuild=args.rebuild)
+        wheel = cached_wheel(args.cache_dir, rebuild=args.rebuild, sdist=args.sdist)
     except (RecipeError, subprocess.CalledProcessError) as err:
         print(f"fairseq_wheel.py: {err}", file=sys.stderr)
         return 1

@@ -27,7 +27,7 @@ import pytest
 
 from sweeper import record_names
 from sweeper.tracking.links import FIRST_VIEW
-from tests.support.cluster import RAY, SWEEPER, _node_ports, free_port
+from tests.support.cluster import RAY, SWEEPER, sweeper_cluster_up
 from tests.support.processes import clean_env
 from tests.support.reliability import record
 from tests.support.sweeps import new_sweep, roles_in
@@ -89,7 +89,7 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
     (checkout / "sweeps").mkdir(parents=True)
     shutil.copy(REPO / "sweeps" / "demo.yaml", checkout / "sweeps" / "demo.yaml")
     storage = root / "storage"
-    started, ports = _cluster_up(env, checkout, storage)
+    started, ports = sweeper_cluster_up(env, checkout, storage)
     state_file = root / "sweeper_home" / "cluster.json"
     try:
         assert started.returncode == 0, started.stdout + started.stderr
@@ -108,23 +108,6 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
             if recorded and recorded[key] > 1:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(recorded[key], signal.SIGKILL)
-
-
-def _cluster_up(
-    env: dict[str, str], cwd: Path, storage: Path, *extra: str
-) -> tuple[subprocess.CompletedProcess[str], list[int]]:
-    """`sweeper cluster up` on loopback with free ports; (its outcome, [gcs, dashboard,
-    mlflow] ports)."""
-    ports = [free_port() for _ in range(4)]
-    ray_args = ["--num-cpus", "2", "--num-gpus", "0", "--ray-client-server-port", str(ports[3])]
-    started = _run(
-        [SWEEPER, "cluster", "up", "--host", HOST, "--ray-port", str(ports[0]),
-         "--dashboard-port", str(ports[1]), "--mlflow-port", str(ports[2]),
-         "--storage", str(storage),
-         "--ray-args", " ".join(ray_args + _node_ports(ports[0], ports[1], ports[3])), *extra],
-        env, cwd, timeout=200,
-    )  # fmt: skip
-    return started, ports[:3]
 
 
 def _trial_runs(tracking: str, experiment: str) -> list:
@@ -317,7 +300,7 @@ def test_token_auth_admits_only_clients_with_the_token(tmp_path: Path):
     env = clean_env(HOME=str(home), SWEEPER_HOME=str(tmp_path / "sweeper_home"))
     for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
         env.pop(name, None)
-    started, ports = _cluster_up(env, tmp_path, tmp_path / "storage", "--auth", "token")
+    started, ports = sweeper_cluster_up(env, tmp_path, tmp_path / "storage", "--auth", "token")
     try:
         assert started.returncode == 0, started.stdout + started.stderr
         assert f"RAY_AUTH_MODE=token ray start --address {HOST}:{ports[0]}" in started.stdout

@@ -31,10 +31,13 @@ from tests.support.faults import (
     checkpoint_step,
     compare_with_events,
     descendants,
+    event_lines,
     finish,
+    server_restarted,
     server_root,
     sigkill,
     start_sweep,
+    sweep_through_outage,
     trainer_pids,
     trial_folder,
     trials_by_seed,
@@ -198,17 +201,8 @@ def _until_one_node(cluster: Any, proc: subprocess.Popen[bytes], since: float) -
 # --- d. the tracking server restarted mid-sweep --------------------------------------------
 
 
-def _event_lines(out: Path) -> int:
-    return sum(
-        len(p.read_text().splitlines())
-        for p in (out / "trials").glob(f"*/{record_names.EVENTS_FILE}")
-    )
-
-
 @pytest.mark.soak  # a multi-minute scenario: `make reliability` runs it
 def test_a_restarted_tracking_server_loses_no_metric_point(tmp_path, tmp_path_factory):
-    from mlflow import MlflowClient
-
     seeds = [1, 2, 3, 4]
     spec, out = new_sweep(
         tmp_path, tmp_path_factory, "restart", grid={"seed": seeds}, max_concurrent=2, retries=2
@@ -216,52 +210,20 @@ def test_a_restarted_tracking_server_loses_no_metric_point(tmp_path, tmp_path_fa
     faults = {"*": {"sleep_per_step": 0.4}}
     root, log = server_root(tmp_path, tmp_path_factory), tmp_path / "sweep.log"
     with mlflow_server(root) as server:
-        port, uri = server.port, server.uri
-        proc = start_sweep(log, spec, "--tracking-uri", uri, env=sweeper_env(faults))
-        try:
-            wait_until(lambda: _event_lines(out) >= 4, proc, log, timeout=240)
-            os.killpg(server.proc.pid, signal.SIGKILL)  # the server and its workers
-            server.proc.wait(timeout=30)
-            down_at, lines_down = time.monotonic(), _event_lines(out)
-            time.sleep(3)
-            with mlflow_server(root, port=port):
-                down_s = time.monotonic() - down_at
-                made_while_down = _event_lines(out) - lines_down
-                text = finish(proc, log)
-                client = MlflowClient(uri)
-                experiment = client.get_experiment_by_name("restart")
-                runs = client.search_runs([experiment.experiment_id])
-                trials = [
-                    r
-                    for r in runs
-                    if r.data.tags.get(record_names.TAG_ROLE) == record_names.ROLE_TRIAL
-                ]
-                counts = {
-                    int(r.data.tags[record_names.TAG_SEED]): compare_with_events(
-                        client, r, trial_folder(out, int(r.data.tags[record_names.TAG_SEED]))
-                    )
-                    for r in trials
-                }
-        finally:
-            kill_group(proc.pid)
-    assert proc.returncode == 0, text[-3000:]
-    assert made_while_down > 0  # the trials measured things while the server was down
-    assert "tracking store unreachable" in text and "tracking store reachable again" in text
-    assert len(trials) == 4 and all(r.info.status == "FINISHED" for r in trials)
-    assert sorted(counts) == seeds
-    for seed, (points, missing, extra) in counts.items():
-        assert points > 0 and (missing, extra) == (0, 0), f"s{seed}: {points} {missing} {extra}"
-    caught_up = next(line for line in text.splitlines() if "reachable again" in line)
+        outage = sweep_through_outage(
+            spec, out, log, server.uri, sweeper_env(faults), lambda: server_restarted(server, root)
+        )
+    outage.assert_every_point_once(seeds)
+    points, missing, extra = outage.totals()
     record(
         "d. tracking server restarted mid-sweep",
         f"SIGKILL to the `mlflow server` process group once the trials had begun; the "
         f"same server (same port, same SQLite backend and artifact folder) started again; "
-        f"down {down_s:.0f} s",
-        f"exit 0; {made_while_down} metric events made by the trials while it was down; "
-        f"driver: {caught_up.removeprefix('warning: ')}; 4/4 runs FINISHED; MLflow vs "
-        f"the trials' events files: {sum(c[0] for c in counts.values())} points, "
-        f"{sum(c[1] for c in counts.values())} missing, "
-        f"{sum(c[2] for c in counts.values())} duplicated or extra",
+        f"down {outage.down_s:.0f} s",
+        f"exit 0; {outage.made_while_down} metric events made by the trials while it was "
+        f"down; driver: {outage.line('reachable again')}; 4/4 runs FINISHED; MLflow vs "
+        f"the trials' events files: {points} points, {missing} missing, {extra} duplicated "
+        "or extra",
     )
 
 
@@ -283,7 +245,7 @@ def test_a_tracking_server_down_past_the_bound_stops_the_sweep_then_resume_recor
         port, uri = server.port, server.uri
         proc = start_sweep(log, spec, "--tracking-uri", uri, env=env)
         try:
-            wait_until(lambda: _event_lines(out) >= 4, proc, log, timeout=240)
+            wait_until(lambda: event_lines(out) >= 4, proc, log, timeout=240)
             os.killpg(server.proc.pid, signal.SIGKILL)
             server.proc.wait(timeout=30)
             down_at = time.monotonic()

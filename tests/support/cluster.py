@@ -76,6 +76,39 @@ def _node_ports(*taken: int) -> list[str]:
     ]  # fmt: skip
 
 
+def sweeper_cluster_up(
+    env: dict[str, str],
+    cwd: Path,
+    storage: Path,
+    *extra: str,
+    ports: list[int] | None = None,
+    timeout: float = 200,
+) -> tuple[subprocess.CompletedProcess[str], list[int]]:
+    """`sweeper cluster up` on HEAD_IP with 2 CPUs, as a user runs it, on `ports` ([gcs,
+    dashboard, mlflow]) or free ones; (its outcome, those ports). `extra`: more options."""
+    ports = [*(ports or [free_port() for _ in range(3)]), free_port()]
+    ray_args = ["--num-cpus", "2", "--num-gpus", "0", "--ray-client-server-port", str(ports[3])]
+    started = subprocess.run(
+        [SWEEPER, "cluster", "up", "--host", HEAD_IP, "--ray-port", str(ports[0]),
+         "--dashboard-port", str(ports[1]), "--mlflow-port", str(ports[2]),
+         "--storage", str(storage),
+         "--ray-args", " ".join(ray_args + _node_ports(ports[0], ports[1], ports[3])), *extra],
+        env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+    return started, ports[:3]
+
+
+def time_wait_ports() -> set[int]:
+    """Local ports of this machine's IPv4 TCP sockets in TIME_WAIT (state 06), which a
+    server that closed its connections first leaves behind for a minute."""
+    found = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[3] == "06":
+            found.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return found
+
+
 def ray_env(**extra: str) -> dict[str, str]:
     """clean_env() plus this test cluster's own token authentication.
 

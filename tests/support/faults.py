@@ -1,9 +1,10 @@
 """Injecting faults into real sweeps from outside, and checking what MLflow kept.
 
-Shared by the fault tests (tests/integration/test_faults.py, test_cluster_no_shared_fs.py):
-start `sweeper run` in its own process group, find a trial's folder, checkpoint step and
-trainer processes, SIGKILL a set of pids, and compare a trial run's metric history with
-the trainer's own events file (0 lost, 0 duplicated).
+Shared by the fault tests (tests/integration/test_faults.py, test_faults_db.py,
+test_cluster_no_shared_fs.py, ...): start `sweeper run` in its own process group, find a
+trial's folder, checkpoint step and trainer processes, SIGKILL a set of pids, take part
+of the tracking store away mid-sweep (`sweep_through_outage`), and compare a trial run's
+metric history with the trainer's own events file (0 lost, 0 duplicated).
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +27,10 @@ import pytest
 from sweeper import record_names
 from sweeper.trainers.events import read_events
 from sweeper.tune.trainable import event_points
-from tests.support.sweeps import runs_by_role, shared, sweeper_command
+from tests.support.cluster import MlflowServer, mlflow_server
+from tests.support.postgres import PostgresServer
+from tests.support.processes import kill_group
+from tests.support.sweeps import roles_in, runs_by_role, shared, sweeper_command
 
 TRAINER_SCRIPT = "dummy_trainer.py"
 """What a dummy trainer's command line holds (it runs as a script, by path)."""
@@ -124,6 +131,26 @@ def wait_until(check: Any, proc: subprocess.Popen[bytes], log: Path, timeout: fl
     pytest.fail(f"timed out after {timeout:.0f}s:\n{log.read_text()[-3000:]}")
 
 
+def wait_for_text(
+    log: Path, texts: list[str], proc: subprocess.Popen[bytes], timeout: float
+) -> None:
+    """Wait until the sweep's output holds every one of `texts`."""
+
+    def printed() -> bool:
+        content = log.read_text(errors="replace") if log.exists() else ""
+        return all(text in content for text in texts)
+
+    wait_until(printed, proc, log, timeout)
+
+
+def event_lines(out: Path) -> int:
+    """Metric events the sweep's trials have written so far (every trial's events file)."""
+    return sum(
+        len(p.read_text().splitlines())
+        for p in (out / "trials").glob(f"*/{record_names.EVENTS_FILE}")
+    )
+
+
 def finish(proc: subprocess.Popen[bytes], log: Path, timeout: float = 300) -> str:
     """Wait for the sweep to end; its whole output."""
     try:
@@ -180,3 +207,117 @@ def by_seed(trials: list[Any]) -> dict[int, list[Any]]:
     for run in trials:
         grouped.setdefault(int(run.data.tags[record_names.TAG_SEED]), []).append(run)
     return grouped
+
+
+def server_counts(client: Any, experiment: str, out: Path) -> tuple[list[Any], dict[int, Any]]:
+    """(trial runs of the experiment in any store, `compare_with_events` per seed)."""
+    _, trials = roles_in(client, experiment)
+    counts = {}
+    for run in trials:
+        seed = int(run.data.tags[record_names.TAG_SEED])
+        counts[seed] = compare_with_events(client, run, trial_folder(out, seed) or out)
+    return trials, counts
+
+
+# --- part of the tracking store taken away mid-sweep, then given back ---------------------
+
+
+@dataclass
+class Outage:
+    """What a sweep did through a tracking store that went away mid-sweep and came back."""
+
+    returncode: int
+    text: str
+    """the driver's whole output"""
+    down_s: float
+    made_while_down: int
+    """metric events the trials wrote between the fault and the store's return"""
+    trials: list[Any]
+    counts: dict[int, tuple[int, int, int]]
+    """seed -> (points in its events file, missing in MLflow, duplicated or extra)"""
+
+    def totals(self) -> tuple[int, int, int]:
+        points, missing, extra = zip(*self.counts.values(), strict=True)
+        return sum(points), sum(missing), sum(extra)
+
+    def line(self, text: str) -> str:
+        """The driver's first output line holding `text`, without its `warning: `."""
+        found = next(line for line in self.text.splitlines() if text in line)
+        return found.removeprefix("warning: ")
+
+    def last_line(self, text: str) -> str:
+        """The driver's last output line holding `text`, without its `warning: `."""
+        found = [line for line in self.text.splitlines() if text in line][-1]
+        return found.removeprefix("warning: ")
+
+    def assert_every_point_once(self, seeds: list[int]) -> None:
+        """Exit 0, the outage said so and its end too, every trial FINISHED once, and
+        MLflow holds each trial's events file exactly (0 lost, 0 duplicated)."""
+        assert self.returncode == 0, self.text[-3000:]
+        assert self.made_while_down > 0  # the trials measured things while it was away
+        assert "tracking store unreachable" in self.text, self.text[-3000:]
+        assert "tracking store reachable again" in self.text, self.text[-3000:]
+        assert len(self.trials) == len(seeds), [r.info.run_name for r in self.trials]
+        assert all(r.info.status == "FINISHED" for r in self.trials)
+        assert sorted(self.counts) == seeds
+        for seed, (points, missing, extra) in self.counts.items():
+            assert points > 0 and (missing, extra) == (0, 0), f"s{seed}: {points} {missing} {extra}"
+
+
+def sweep_through_outage(
+    spec: Path,
+    out: Path,
+    log: Path,
+    uri: str,
+    env: dict[str, str],
+    outage: Callable[[], AbstractContextManager[object]],
+) -> Outage:
+    """`sweeper run spec --tracking-uri uri`; once the trials have begun, `outage()` is
+    entered: it takes part of the store away and gives it back before its body runs,
+    which waits for the sweep and reads what the store holds (the store must still be
+    up for that: the outage's context is left afterwards)."""
+    from mlflow import MlflowClient
+
+    experiment = yaml_name(spec)
+    proc = start_sweep(log, spec, "--tracking-uri", uri, env=env)
+    try:
+        wait_until(lambda: event_lines(out) >= 4, proc, log, timeout=240)
+        down_at, lines_down = time.monotonic(), event_lines(out)
+        with outage():
+            down_s = time.monotonic() - down_at
+            made_while_down = event_lines(out) - lines_down
+            text = finish(proc, log)
+            trials, counts = server_counts(MlflowClient(uri), experiment, out)
+    finally:
+        kill_group(proc.pid)
+    return Outage(proc.wait(), text, down_s, made_while_down, trials, counts)
+
+
+def yaml_name(spec: Path) -> str:
+    """The sweep's name (its MLflow experiment) from its sweep file."""
+    import yaml
+
+    return str(yaml.safe_load(spec.read_text(encoding="utf-8"))["name"])
+
+
+@contextlib.contextmanager
+def server_restarted(
+    server: MlflowServer, root: Path, backend_store_uri: str | None = None, pause_s: float = 3
+) -> Iterator[MlflowServer]:
+    """SIGKILL to the `mlflow server` process group (the server and its workers), then
+    the same server (root, port, backend store) started again `pause_s` later."""
+    os.killpg(server.proc.pid, signal.SIGKILL)
+    server.proc.wait(timeout=30)
+    time.sleep(pause_s)
+    with mlflow_server(root, port=server.port, backend_store_uri=backend_store_uri) as again:
+        yield again
+
+
+@contextlib.contextmanager
+def database_stopped(postgres: PostgresServer, pause_s: float) -> Iterator[None]:
+    """PostgreSQL stopped (fast shutdown: its clients are cut off) and, `pause_s` later,
+    the same server (data dir, port) started again; the MLflow server is left running."""
+    postgres.stop()
+    time.sleep(pause_s)
+    postgres.start()
+    yield

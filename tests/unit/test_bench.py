@@ -26,6 +26,8 @@ import bench_overhead  # noqa: E402
 import bench_stages  # noqa: E402
 import bench_summarize  # noqa: E402
 import common  # noqa: E402
+import gpu_report  # noqa: E402
+import gpu_trainers  # noqa: E402
 
 DOC = "# Benchmarks\n\n## First\n\nold first\n\n## Second\n\nold second\n"
 
@@ -159,6 +161,7 @@ def test_bare_hf_passes_the_jobs_recipe(tmp_path: Path):
     assert values["--warmup-steps"] == "41"  # 6% of 675 updates, half up
     assert values["--init"] == "/init/init-random-s1.pt"
     assert values["--data"] == "/data/hf"
+    assert command[command.index("--precision") + 1] == "fp32"  # the job's train.precision
 
 
 def test_parsers_and_defaults():
@@ -291,3 +294,59 @@ def test_code_of_unpacks_a_revisions_src(tmp_path: Path):
     src = common.code_of("HEAD", tmp_path / "code")
     assert (src / "sweeper" / "__init__.py").is_file()
     assert not (tmp_path / "code" / "tests").exists()
+
+
+def _solo(wall: float, rate: float, ok: bool = True) -> dict:
+    return {"ok": ok, "wall_s": wall, "updates_per_s": rate, "on_cuda": True,
+            "best_valid": 55.5, "test_there": 48.5, "peak_gpu_mib": 1251.0}  # fmt: skip
+
+
+GPU_RESULTS = {
+    "device": "cuda", "machine": {"gpu": "GPU 0: test card"}, "started": "2026-11-27 15:22",
+    "load_start": "0.10, 0.00, 0.00", "ended_load": "1.00, 0.50, 0.20", "cores": 16,
+    "setup": {"fairseq_build_s": 39.1, "init_s": 1.2}, "run_s": 249.4,
+    "solo": {
+        "fairseq, fp32": {"bare": {"ok": True, "wall_s": 24.0, "peak_gpu_mib": 1251.0},
+                          "sweeper": _solo(20.0, 36.9)},
+        "hf, fp32": {"bare": {"ok": True, "wall_s": 21.0, "peak_gpu_mib": 1183.0},
+                     "sweeper": _solo(16.0, 84.7)},
+        "fairseq, bf16": {"bare": {"ok": False, "error": "AttributeError: 'NoneType' object "
+                                   "has no attribute 'xla_device'", "wall_s": None},
+                          "sweeper": _solo(29.4, 39.2)},
+        "hf, bf16": {"bare": {"skipped": "time budget"}, "sweeper": {"skipped": "time budget"}},
+    },
+    "packed": {
+        "2": {"trials": ["fairseq, fp32", "hf, fp32"], "ok": True, "wall_s": 18.0,
+              "gpu_util_median": 0.0, "peak_gpu_mib": 2431.0,
+              "each": [_solo(18.0, 35.4), _solo(15.4, 60.6)]},
+        "4": {"skipped": "time budget"},
+    },
+}  # fmt: skip
+
+
+def test_the_gpu_check_section_reads_its_figures_off_the_results():
+    text = gpu_report.section(GPU_RESULTS, gpu_trainers.__doc__)
+    assert text.startswith("## GPU check\n")
+    assert (
+        "Command: `python bench/gpu_trainers.py prepare DIR;" in text
+        and "(2026-11-27 15:22)" in text
+    )
+    assert "- gpu: GPU 0: test card" in text and "- load average at end: 1.00, 0.50, 0.20" in text
+    assert "| fairseq, fp32 | finished | finished | 20.0 | 24.0 | 0.83 | 36.9 | yes |" in text
+    assert "| fairseq, bf16 | finished | failed: AttributeError:" in text
+    assert "| hf, bf16 | skipped (time budget) | skipped (time budget) |" in text
+    # k = 1: the two fp32 trials one after the other, 2 trials in 36 s = 200 per hour
+    assert "| 1 | fairseq, hf (one after the other) | yes | 36.0 | 200 | 1.00 |" in text
+    assert "| 2 | fairseq, hf | yes | 18.0 | 400 | 2.00 | 0.0 | 2431.0 | 35.4 / 60.6 |" in text
+    assert "| 4 | - | skipped (time budget) |" in text
+    assert "- 5 of 6 single runs finished (2 skipped for time)." in text
+    assert "- fairseq, bf16: stock fairseq-train cannot run it" in text
+    assert "- 2 trials at once: 400 trials/hour, 2.00x one at a time;" in text
+
+
+def test_the_gpu_check_expects_a_packing_to_scale_from_the_last_one():
+    results = {"solo": {"a": {"sweeper": {"wall_s": 30.0}, "bare": {"wall_s": 20.0}}},
+               "packed": {}}  # fmt: skip
+    assert gpu_trainers._packed_estimate(results, 2) == pytest.approx(60.0)  # from k = 1
+    results["packed"] = {"2": {"wall_s": 25.0}, "4": {"skipped": "time budget"}}
+    assert gpu_trainers._packed_estimate(results, 4) == pytest.approx(50.0)

@@ -12,7 +12,7 @@ import yaml
 
 from sweeper.cli.main import main
 from sweeper.deploy import resolve, state
-from sweeper.deploy.local import is_loopback, port_taken
+from sweeper.deploy.local import is_loopback
 from sweeper.deploy.resolve import (
     NotDurable,
     durable_spec,
@@ -21,6 +21,7 @@ from sweeper.deploy.resolve import (
     resolve_tracking_uri,
 )
 from sweeper.deploy.state import ClusterState, group_alive, load_state, save_state
+from sweeper.deploy.up_checks import port_taken
 from sweeper.spec.load import load_spec
 
 SPEC = {

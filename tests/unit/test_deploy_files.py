@@ -104,15 +104,66 @@ def test_dockerfile_installs_the_stack_the_way_the_makefile_does(dockerfile):
         words = shlex.split(command)
         if f"torch=={want['torch']}" in words:
             order["torch"] = i
-        if "pip" in words and "." in words:
+        if "pip" in words and any(re.fullmatch(r"\.(\[[\w,]+\])?", w) for w in words):
             order["sweeper"] = i
-            assert {"psycopg2-binary", "boto3"} <= set(words), "the MLflow server's drivers"
+            assert image_extras(words) == {"server"}, "the MLflow server's drivers"
         if f"fairseq-fixed=={want['fairseq-fixed']}" in words:
             order["fairseq"] = i
             assert "--no-deps" in words and "--no-build-isolation" in words
     assert list(order) == ["torch", "sweeper", "fairseq"], order
     copied = [args.split()[-2] for word, args in dockerfile if word == "COPY"]
     assert {"src", "sweeps"} <= set(copied)
+
+
+def image_extras(words: list[str]) -> set[str]:
+    """The extras of `pip install .[a,b]` among a RUN's words."""
+    for word in words:
+        match = re.fullmatch(r"\.(?:\[([\w,]+)\])?", word)
+        if match:
+            return set((match.group(1) or "").split(",")) - {""}
+    return set()
+
+
+def driver_module(scheme: str) -> str:
+    """The top-level module of the DBAPI driver SQLAlchemy loads for `scheme://`
+    (installed or not)."""
+    from sqlalchemy.engine import make_url
+
+    dialect = make_url(f"{scheme}://user@host/db").get_dialect()
+    try:
+        return dialect.import_dbapi().__name__.split(".")[0]
+    except ImportError as exc:
+        assert exc.name, exc
+        return exc.name.split(".")[0]
+
+
+def test_compose_backend_uri_and_the_image_agree_on_one_driver(dockerfile, compose):
+    """The compose file's MLflow server opens `postgresql://...`; SQLAlchemy 2.1 loads
+    psycopg 3 for that (`postgresql+psycopg2://` would need psycopg2). The image installs
+    `.[server]`, whose packages must provide exactly that module, in this environment too
+    (`make install` installs the same extra), and sweeper's missing-driver message
+    (`sweeper.tracking.drivers`) must name that extra for it."""
+    import importlib.metadata
+
+    from sweeper.tracking.drivers import EXTRA_DRIVER
+
+    uri = compose["services"]["mlflow"]["environment"]["MLFLOW_BACKEND_STORE_URI"]
+    scheme = uri.split("://", 1)[0]
+    assert scheme == "postgresql", uri  # the plain form docs/cluster.md shows
+    module = driver_module(scheme)
+    runs = [shlex.split(args) for word, args in dockerfile if word == "RUN"]
+    (extras,) = [image_extras(w) for w in runs if "pip" in w and image_extras(w)]
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    installed = set()
+    for extra in extras:
+        for requirement in project["optional-dependencies"][extra]:
+            installed.add(re.match(r"[A-Za-z0-9_.-]+", requirement).group(0).lower())
+    providers = {d.lower() for d in importlib.metadata.packages_distributions().get(module, [])}
+    assert providers & installed, f"{scheme}:// needs {module}; the image installs {installed}"
+    assert module == EXTRA_DRIVER
+    assert driver_module("postgresql+psycopg2") == "psycopg2" != module  # the other driver
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    assert re.search(r"-e '\.\[[\w,]*server[\w,]*\]'", makefile), "make install: the same extra"
 
 
 def test_dockerfile_runs_as_a_non_root_user(dockerfile):

@@ -7,9 +7,11 @@ from __future__ import annotations
 import pytest
 
 from tools.fairseq_wheel import (
+    SDIST,
     TORCH_CPU_EXTENSIONS,
     TORCH_CUDA_EXTENSIONS,
     RecipeError,
+    build_wheel,
     trim_setup_py,
 )
 
@@ -56,3 +58,11 @@ def test_losing_an_extension_sweeper_needs_stops_the_build():
     text = setup_py().replace('"fairseq.data.data_utils_fast"', '"fairseq.data.other"')
     with pytest.raises(RecipeError, match="data_utils_fast"):
         trim_setup_py(text)
+
+
+def test_a_local_sdist_that_is_not_the_pinned_file_is_refused_before_building(tmp_path):
+    sdist = tmp_path / SDIST
+    sdist.write_bytes(b"not fairseq")
+    with pytest.raises(RecipeError, match="sha256"):
+        build_wheel(tmp_path / "work", sdist)
+    assert not (tmp_path / "work").exists()

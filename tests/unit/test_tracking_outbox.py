@@ -4,13 +4,25 @@ nothing sent twice, the backoff respected, and the bound enforced."""
 
 from __future__ import annotations
 
+import json
 import os
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
 from sweeper import record_names
-from sweeper.tracking.outbox import QUICK_HTTP, Outbox, TrackingDown, quick_http
+from sweeper.tracking.outbox import (
+    NOTE_EVERY_S,
+    QUICK_HTTP,
+    Outbox,
+    TrackingDown,
+    clock_time,
+    is_permanent,
+    quick_http,
+    reason,
+)
 from sweeper.tracking.recorder import MetricLog, Recorder
 
 
@@ -64,8 +76,14 @@ class FlakyClient:
         self._call("log_text")
 
 
+WALL0 = 1_795_790_000.0
+"""The wall-clock time at the fake clock's 0."""
+
+
 def _recorder(client: FlakyClient, clock: Clock, bound: float = 60.0) -> Recorder:
-    outbox = Outbox(bound, clock=clock, sleep=clock.sleep, log=client.log.append)
+    outbox = Outbox(
+        bound, clock=clock, sleep=clock.sleep, log=client.log.append, wall=lambda: WALL0 + clock()
+    )
     return Recorder(client, {"k": "run"}, MetricLog(), outbox)  # type: ignore[arg-type]
 
 
@@ -100,8 +118,13 @@ def test_writes_during_an_outage_are_kept_in_order_and_sent_once_it_ends():
     assert calls[0] == "log_batch" and calls[1] == "update_run"  # RUNNING first
     assert calls[-1] == "set_terminated"  # FINISHED last, as they were made
     messages = [line for line in client.log if " " in line]
-    assert "buffering writes" in messages[0]
-    assert messages[1] == "tracking store reachable again after 7.0s; 7 buffered write(s) sent"
+    since = clock_time(WALL0)
+    assert messages == [  # the 2nd and 3rd failures came within NOTE_EVERY_S: no line
+        f"tracking store unreachable since {since}, retrying; 0 points buffered (1 writes), "
+        "limit 60s; connection refused (log_batch)",
+        f"tracking store reachable again after 7.0s (unreachable since {since}); "
+        "7 buffered write(s) sent",
+    ]
 
 
 def test_a_store_that_stays_down_stops_the_sweep_at_the_bound():
@@ -114,6 +137,7 @@ def test_a_store_that_stays_down_stops_the_sweep_at_the_bound():
     with pytest.raises(TrackingDown) as raised:
         recorder.check()
     assert raised.value.pending == 1
+    assert "1 write(s) (3 metric points) not recorded" in str(raised.value)
     assert "connection refused" in str(raised.value)
 
 
@@ -185,3 +209,107 @@ def test_an_error_txt_the_store_refuses_does_not_hold_up_the_failed_status():
     assert client.status["run"] == "FAILED"
     assert client.tags["run"][record_names.TAG_ERROR].startswith("UploadError")
     assert "error.txt of run run not recorded: artifact folder is a file" in client.log
+
+
+def test_while_the_store_is_away_a_progress_line_says_since_when_and_what_waits():
+    """A line at the first failure, then at most every NOTE_EVERY_S (at a failed
+    retry), each with the outage's start, the metric points waiting and the bound."""
+    client, clock = FlakyClient(down=10**6), Clock()
+    recorder = _recorder(client, clock, bound=300.0)
+    recorder.result("k", _report(1, 5))  # t=0: fails, line 1
+    for now in range(1, 40):  # a report every second; retries at 1, 3, 7, 15, 30
+        clock.now = float(now)
+        recorder.result("k", _report(5 * now + 1, 5 * now + 5))
+        recorder.check()
+    notes = [line for line in client.log if "unreachable since" in line]
+    since = clock_time(WALL0)
+    assert len(notes) == 3  # at 0, 15 and 30: the retries at 1, 3, 7 came too soon
+    assert notes[0].startswith(f"tracking store unreachable since {since}, retrying; 5 points")
+    assert f"since {since}, retrying; 80 points buffered (16 writes), limit 300s" in notes[1]
+    assert f"since {since}, retrying; 155 points buffered (31 writes), limit 300s" in notes[2]
+    assert NOTE_EVERY_S <= 15
+
+
+class MlflowLike(Exception):
+    error_code = "INTERNAL_ERROR"
+
+
+API = "API request to http://127.0.0.1:5000/api/2.0/mlflow/runs/log-batch failed with exception "
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            API + "HTTPConnectionPool(host='127.0.0.1', port=5000): Max retries exceeded with "
+            "url: /api/2.0/mlflow/runs/log-batch (Caused by ResponseError('too many 503 error "
+            "responses'))",
+            "http://127.0.0.1:5000 answers HTTP 503 Service Unavailable (an MLflow server's "
+            "answer while its database is away)",
+        ),
+        (
+            API + "HTTPConnectionPool(host='127.0.0.1', port=5000): Max retries exceeded with "
+            "url: /api/2.0/mlflow/runs/log-batch (Caused by ResponseError('too many 500 error "
+            "responses'))",
+            "http://127.0.0.1:5000 answers HTTP 500",
+        ),
+        (
+            API + "HTTPConnectionPool(host='127.0.0.1', port=5000): Max retries exceeded with "
+            'url: /api/2.0/mlflow/runs/log-batch (Caused by NewConnectionError("HTTPConnection'
+            "(host='127.0.0.1', port=5000): Failed to establish a new connection: [Errno 111] "
+            'Connection refused"))',
+            "http://127.0.0.1:5000: connection refused (is the server down?)",
+        ),
+        (
+            API + "HTTPConnectionPool(host='127.0.0.1', port=5000): Read timed out. (read "
+            "timeout=30)",
+            "http://127.0.0.1:5000: no answer (timed out)",
+        ),
+        ("database is locked\ntraceback...", "database is locked"),
+    ],
+    ids=["503", "500", "refused", "timeout", "other"],
+)
+def test_the_reason_names_the_server_and_what_it_answered(text: str, expected: str):
+    exc = MlflowLike(text)
+    assert reason(exc) == expected
+    assert not is_permanent(exc)  # an outage: buffered, never raised
+
+
+@pytest.mark.parametrize("status", [503, 500])
+def test_mlflows_client_meeting_a_server_whose_database_is_away_buffers(status: int):
+    """What MLflow's own HTTP client raises when a live server answers 503 (MLflow's
+    TEMPORARILY_UNAVAILABLE: its SQLAlchemy store lost the database) or 500: taken for
+    an outage, worded as such, not raised as a rejection."""
+    from mlflow import MlflowClient
+    from mlflow.entities import Metric
+
+    body = json.dumps({"error_code": "TEMPORARILY_UNAVAILABLE", "message": "db away"}).encode()
+
+    class Away(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Away)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    lines: list[str] = []
+    try:
+        client = MlflowClient(url)
+        outbox = Outbox(60.0, log=lines.append)
+        send = lambda: client.log_batch("r1", metrics=[Metric("m", 1.0, 1, 1)])  # noqa: E731
+        outbox.put("1 metric point(s) of run r1", send, points=1)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert len(outbox.pending) == 1 and outbox.points() == 1
+    assert len(lines) == 1 and "; 1 points buffered (1 writes), limit 60s; " in lines[0]
+    said = {503: "answers HTTP 503 Service Unavailable", 500: "answers HTTP 500"}[status]
+    assert f"; {url} {said}" in lines[0], lines[0]

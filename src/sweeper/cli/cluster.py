@@ -13,7 +13,8 @@ works from this machine with no extra variables. Every Ray job on the cluster in
 MLFLOW_TRACKING_URI and SWEEPER_STORAGE from the head: `ray job submit --working-dir .
 -- sweeper run SPEC` records to this server and keeps its outputs under the storage
 (a relative output_dir `runs/demo` becomes STORAGE/runs/demo), not in Ray's temporary
-copy of the working dir. While the cluster runs, `sweeper run|summarize|ui` on this
+copy of the working dir; the head's PATH starts with this Python's folder, so a job's
+`sweeper` is this environment's. While the cluster runs, `sweeper run|summarize|ui` on this
 machine use its tracking server by default.
 
 examples:
@@ -26,8 +27,9 @@ examples:
   sweeper cluster down
 
 exit status: 0 on success; 1 when a server fails to start or `status` finds the
-cluster down; 2 when a cluster is already running, a port is taken, or an option is
-wrong.
+cluster down; 2 when a cluster is already running, a port is taken (a process listens
+on it; TIME_WAIT does not count), the backend store's database driver is missing (pip
+install 'sweeper[server]' for postgresql://), or an option is wrong.
 """
 
 from __future__ import annotations
@@ -64,7 +66,8 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     up.add_argument(
         "--backend-store-uri",
         metavar="URI",
-        help="MLflow backend store (default: sqlite:///STORAGE/mlflow.db), e.g. postgresql://...",
+        help="MLflow backend store (default: sqlite:///STORAGE/mlflow.db), e.g. "
+        "postgresql://USER:PW@HOST:5432/DB (its driver: pip install 'sweeper[server]')",
     )
     up.add_argument(
         "--artifacts-destination",

@@ -96,6 +96,7 @@ def server_command(uri: str, artifacts: Path, host: str, port: int) -> list[str]
 def run(args: argparse.Namespace) -> int:
     from sweeper.deploy.resolve import tracking_uri
     from sweeper.tracking import artifact_root, experiment_name
+    from sweeper.tracking.drivers import DriverMissing
     from sweeper.tracking.server import StoreMissing, check_server, is_server
     from sweeper.tracking.store import spec_view_metrics
 
@@ -117,6 +118,8 @@ def run(args: argparse.Namespace) -> int:
         check_server(uri, must_exist=True)
     except StoreMissing as exc:
         fail(f"no runs yet: run `sweeper run {args.spec}` first (no store at {exc.path})")
+    except DriverMissing as exc:
+        fail(str(exc))
     experiment_id = _experiment_id(uri, name)
     base = f"http://{_url_host(args.host)}:{args.port}"
     url = experiment_url(base, experiment_id)

@@ -10,13 +10,15 @@ stops exactly them and what they spawned:
   gets "Authentication required". On loopback the default is `disabled`, so Ray's own
   CLI works from this machine with no variables; off loopback it is `token`, and the
   token (`~/.ray/auth_token`, created if missing) must reach every node and client.
-  The head's environment also carries `MLFLOW_TRACKING_URI` and `SWEEPER_STORAGE`: Ray
-  job drivers inherit it, so `ray job submit ... -- sweeper run SPEC` records to this
+  The head's environment also carries `MLFLOW_TRACKING_URI`, `SWEEPER_STORAGE` and
+  this interpreter's folder first on PATH: Ray job drivers inherit it, so `ray job
+  submit ... -- sweeper run SPEC` runs this environment's `sweeper`, records to this
   cluster's server and keeps its outputs in its storage with no hidden variables.
 * `mlflow server` with served artifacts: SQLite plus a folder under the storage by
-  default, `--backend-store-uri` / `--artifacts-destination` for Postgres and S3.
+  default, `--backend-store-uri` / `--artifacts-destination` for PostgreSQL and S3.
 
-Both must answer before `up` returns; their logs are under `STORAGE/logs/`.
+Ports and the backend store's driver are checked first (`sweeper.deploy.up_checks`).
+Both servers must answer before `up` returns; their logs are under `STORAGE/logs/`.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -50,21 +51,13 @@ from sweeper.deploy.state import (
     state_path,
     sweeper_home,
 )
+from sweeper.deploy.up_checks import ClusterError, check_backend, check_ports, head_path
 from sweeper.tracking.server import TrackingUnreachable, check_server
 
 START_TIMEOUT_S = 120.0
 STOP_GRACE_S = 10.0
 """`ray start --block` and the GCS outlive a SIGTERM to their group (as with `ray stop`,
 whatever is left after the grace period is killed)."""
-
-
-class ClusterError(Exception):
-    """A cluster that cannot start. `bad_input`: the user can fix it before anything
-    starts (a running cluster, a taken port), exit 2; else a server failed, exit 1."""
-
-    def __init__(self, message: str, bad_input: bool = False):
-        super().__init__(message)
-        self.bad_input = bad_input
 
 
 @dataclass(frozen=True)
@@ -96,17 +89,6 @@ def default_storage() -> Path:
     return sweeper_home() / "cluster"
 
 
-def port_taken(host: str, port: int) -> bool:
-    """Someone listens on host:port (or it cannot be bound by us)."""
-    bind_host = "0.0.0.0" if host in {"0.0.0.0", ""} else host
-    with socket.socket(socket.AF_INET6 if ":" in bind_host else socket.AF_INET) as sock:
-        try:
-            sock.bind((bind_host, port))
-        except OSError:
-            return True
-    return False
-
-
 def up(options: UpOptions, log=print) -> ClusterState:
     """Start the head and the tracking server, wait until both answer, record them."""
     existing = load_state()
@@ -124,13 +106,8 @@ def up(options: UpOptions, log=print) -> ClusterState:
         "--dashboard-port": options.dashboard_port,
         "--mlflow-port": options.mlflow_port,
     }
-    if len(set(ports.values())) < len(ports):
-        raise ClusterError(f"the ports must differ: {ports}", bad_input=True)
-    for flag, port in ports.items():
-        if port_taken(options.host, port):
-            raise ClusterError(
-                f"port {port} on {options.host} is taken; choose another ({flag})", bad_input=True
-            )
+    check_ports(options.host, ports)
+    check_backend(options.backend_store_uri)
     auth = options.auth or ("disabled" if is_loopback(options.host) else "token")
     storage = (options.storage or default_storage()).expanduser().resolve()
     logs = storage / "logs"
@@ -157,6 +134,7 @@ def up(options: UpOptions, log=print) -> ClusterState:
     env = dict(os.environ)
     env.update(
         {
+            "PATH": head_path(env.get("PATH")),
             "RAY_AUTH_MODE": auth,
             "MLFLOW_TRACKING_URI": tracking,
             STORAGE_ENV: str(storage),

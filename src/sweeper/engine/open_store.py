@@ -46,6 +46,7 @@ def open_and_plan(options: RunOptions, spec: SweepSpec, keys: Sequence[str]) -> 
     from mlflow.exceptions import MlflowException
 
     from sweeper.tracking import experiment_name, spec_store_uri
+    from sweeper.tracking.drivers import DriverMissing
     from sweeper.tracking.inputs import check_resume
     from sweeper.tracking.runs import ExistingRunsError, find_trial_runs, plan_runs
     from sweeper.tracking.server import TrackingUnreachable, check_server, open_store
@@ -59,7 +60,7 @@ def open_and_plan(options: RunOptions, spec: SweepSpec, keys: Sequence[str]) -> 
         plan = plan_runs(list(keys), found, options.resume)
         if found:  # a resume: the record must have been made from these inputs
             check_resume(client, experiment_id, spec)
-    except TrackingUnreachable as exc:
+    except (TrackingUnreachable, DriverMissing) as exc:
         raise SweepError(str(exc)) from None
     except (ExistingRunsError, ValueError, MlflowException) as exc:
         raise SweepError(f"{where}: {exc}") from None
@@ -71,6 +72,7 @@ def sweep_lease(options: RunOptions, spec: SweepSpec) -> Iterator[None]:
     """Hold the sweep's driver lease (`sweeper.tracking.lease`) for the body; a live
     holder elsewhere is a SweepError (exit 2) naming it, before anything is created."""
     from sweeper.tracking import experiment_name, spec_store_uri
+    from sweeper.tracking.drivers import DriverMissing
     from sweeper.tracking.lease import TTL_S, Lease, LeaseHeld
     from sweeper.tracking.server import TrackingUnreachable, check_server, open_store
     from sweeper.tracking.store import sqlite_path
@@ -79,7 +81,7 @@ def sweep_lease(options: RunOptions, spec: SweepSpec) -> Iterator[None]:
     try:
         check_server(uri)
         client, experiment_id = open_store(spec, uri)
-    except TrackingUnreachable as exc:
+    except (TrackingUnreachable, DriverMissing) as exc:
         raise SweepError(str(exc)) from None
     try:
         lease = Lease.acquire(

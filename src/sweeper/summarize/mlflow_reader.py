@@ -48,6 +48,7 @@ from urllib.parse import urlparse
 from sweeper import record_names
 from sweeper.summarize.records import Point, RunRecord
 from sweeper.summarize.sqlite_store import open_sqlite
+from sweeper.tracking.drivers import DriverMissing
 from sweeper.tracking.runs import search_all
 from sweeper.tracking.server import StoreMissing, TrackingUnreachable, check_server, is_server
 
@@ -75,7 +76,7 @@ def check_store(uri: str) -> None:
     """
     try:
         check_server(uri, must_exist=True)
-    except StoreMissing as exc:
+    except (StoreMissing, DriverMissing) as exc:
         raise SummarizeError(str(exc)) from None
     except TrackingUnreachable as exc:
         raise SummarizeError(f"cannot reach the tracking server at {uri}: {exc.reason}") from None

@@ -7,6 +7,8 @@ the sweep wrote. MLflow itself is imported only inside the functions that talk t
   store.py        the spec's own store URI, artifact folder, experiment name
   empty_store.py  a new SQLite store starts as a copy of an empty, migrated one
   server.py       open the store; an unreachable tracking server fails fast (exit 2)
+  drivers.py      a database URI's driver (SQLAlchemy's choice) is installed, or one line
+                  naming the install command
   lease.py        one live driver per sweep: a lease in the store, renewed by a heartbeat
   runs.py         trial runs keyed by trial key; what a run or a --resume does per key
   sweep_run.py    the parent run: spec, provenance, cluster

@@ -10,6 +10,12 @@ has not caught up for `bound_s` seconds does the outbox give up (`TrackingDown`)
 sweep then stops with that message, and every trial's local events file still holds
 its points, which `sweeper run --resume` replays.
 
+While the store is away the outbox says so, on its first failure and then at most every
+`NOTE_EVERY_S` seconds of failed retries: since when (wall clock), how many metric points
+wait, the bound, and why in words (`reason`): connection refused (the server is down),
+or HTTP 503 from a server that is up while its database is not (MLflow's server answers
+503, and the odd 500, while PostgreSQL is away; neither is a rejection of the write).
+
 Writes are safe to repeat: a metric point is sent with the timestamp it was made
 with, and MLflow stores an identical point once; tags and statuses are idempotent.
 
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -31,6 +38,8 @@ BOUND_ENV = "SWEEPER_TRACKING_RETRY_S"
 DEFAULT_BOUND_S = 300.0
 FIRST_DELAY_S = 1.0
 MAX_DELAY_S = 15.0
+NOTE_EVERY_S = 10.0
+"""While the store is away, a progress line at most this often (on a failed retry)."""
 PERMANENT_CODES = frozenset(
     {
         "INVALID_PARAMETER_VALUE",
@@ -49,12 +58,12 @@ QUICK_HTTP = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEO
 class TrackingDown(RuntimeError):
     """The store stayed unreachable past the bound; writes are still pending."""
 
-    def __init__(self, waited_s: float, pending: int, cause: BaseException):
+    def __init__(self, waited_s: float, pending: int, cause: BaseException, points: int = 0):
         self.waited_s, self.pending, self.cause = waited_s, pending, cause
         super().__init__(
             f"the tracking store has been unreachable for {waited_s:.0f}s "
-            f"(limit ${BOUND_ENV}); {pending} write(s) not recorded; last error: "
-            f"{first_line(cause)}"
+            f"(limit ${BOUND_ENV}); {pending} write(s) ({points} metric points) not "
+            f"recorded; last error: {reason(cause)}"
         )
 
 
@@ -65,6 +74,8 @@ class Write:
     send: Callable[[], object]
     optional: bool = False
     """a copy of something recorded elsewhere: skipped (with a warning) if it fails"""
+    points: int = 0
+    """metric points it carries (counted in the progress line while the store is away)"""
 
 
 def bound_from_env() -> float:
@@ -86,9 +97,10 @@ class Outbox:
         log: Callable[[str], None] = lambda _: None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        wall: Callable[[], float] = time.time,
     ):
         self.bound_s = bound_from_env() if bound_s is None else bound_s
-        self.log, self.clock, self.sleep = log, clock, sleep
+        self.log, self.clock, self.sleep, self.wall = log, clock, sleep, wall
         self.pending: deque[Write] = deque()
         self.failing_since: float | None = None
         """when the first write of the current outage failed (None: no outage)"""
@@ -99,13 +111,20 @@ class Outbox:
         self._sent_late = 0
         """writes sent so far in the current outage"""
         self.last_error: BaseException | None = None
+        self._since_wall = 0.0
+        """wall-clock time of the current outage's first failure (for messages)"""
+        self._noted_at = 0.0
+        """when the last progress line of the current outage was written"""
 
-    def put(self, what: str, send: Callable[[], object], optional: bool = False) -> None:
+    def put(
+        self, what: str, send: Callable[[], object], optional: bool = False, points: int = 0
+    ) -> None:
         """Queue a write behind the pending ones and send what is due now. Never waits
         and never raises for an outage (Tune turns a callback's exception into a trial
         failure); a permanent rejection is raised at once. An `optional` write that
-        fails is dropped with a warning instead (it must not hold up the others)."""
-        self.pending.append(Write(what, send, optional))
+        fails is dropped with a warning instead (it must not hold up the others).
+        `points`: how many metric points it carries (for the progress line)."""
+        self.pending.append(Write(what, send, optional, points))
         if self.clock() >= self.next_try:
             self._send_pending()
 
@@ -118,7 +137,13 @@ class Outbox:
             return
         waited = self.clock() - self.failing_since
         if waited > self.bound_s:
-            raise TrackingDown(waited, len(self.pending), self.last_error or RuntimeError())
+            raise TrackingDown(
+                waited, len(self.pending), self.last_error or RuntimeError(), self.points()
+            )
+
+    def points(self) -> int:
+        """Metric points waiting in the outbox."""
+        return sum(write.points for write in self.pending)
 
     def drain(self) -> None:
         """Send everything, waiting (with backoff) up to the bound: the end of a sweep."""
@@ -152,22 +177,31 @@ class Outbox:
 
     def _failed(self, exc: BaseException) -> None:
         now = self.clock()
+        self.last_error = exc
         if self.failing_since is None:
             self.failing_since, self.delay, self._sent_late = now, FIRST_DELAY_S, 0
-            self.log(
-                f"tracking store unreachable ({first_line(exc)}); buffering writes and "
-                f"retrying for up to {self.bound_s:.0f}s"
-            )
+            self._since_wall = self.wall()
+            self._note(now)
         else:
             self.delay = min(self.delay * 2, MAX_DELAY_S)
-        self.last_error = exc
+            if now - self._noted_at >= NOTE_EVERY_S:
+                self._note(now)
         self.next_try = now + self.delay
+
+    def _note(self, now: float) -> None:
+        """The progress line while the store is away (see the module docstring)."""
+        self._noted_at = now
+        self.log(
+            f"tracking store unreachable since {clock_time(self._since_wall)}, retrying; "
+            f"{self.points()} points buffered ({len(self.pending)} writes), limit "
+            f"{self.bound_s:.0f}s; {reason(self.last_error or RuntimeError())}"
+        )
 
     def _recovered(self, since: float) -> None:
         waited = self.clock() - since
         self.log(
-            f"tracking store reachable again after {waited:.1f}s; "
-            f"{self._sent_late} buffered write(s) sent"
+            f"tracking store reachable again after {waited:.1f}s (unreachable since "
+            f"{clock_time(self._since_wall)}); {self._sent_late} buffered write(s) sent"
         )
         self.failing_since, self.next_try = None, 0.0
 
@@ -182,6 +216,37 @@ def quick_http() -> Iterator[None]:
     finally:
         for key in added:
             os.environ.pop(key, None)
+
+
+_STATUS = re.compile(r"too many (\d{3}) error responses")
+_SERVER = re.compile(r"API request to (\w+://[^/\s]+)")
+
+
+def reason(exc: BaseException) -> str:
+    """Why a write failed, in words: what MLflow's HTTP client says is a whole
+    traceback's worth of URL and urllib3 detail, of which the server, the HTTP status
+    and "connection refused" are what tells an operator where to look."""
+    text = str(exc)
+    found = _SERVER.search(text)
+    server = found.group(1) if found else "the tracking server"
+    status = _STATUS.search(text)
+    if status and status.group(1) == "503":
+        return (
+            f"{server} answers HTTP 503 Service Unavailable (an MLflow server's answer "
+            "while its database is away)"
+        )
+    if status:
+        return f"{server} answers HTTP {status.group(1)}"
+    if "Connection refused" in text:
+        return f"{server}: connection refused (is the server down?)" if found else first_line(exc)
+    if "timed out" in text.lower() and found:
+        return f"{server}: no answer (timed out)"
+    return first_line(exc)
+
+
+def clock_time(seconds: float) -> str:
+    """`HH:MM:SS` of a wall-clock time, in the driver's local time."""
+    return time.strftime("%H:%M:%S", time.localtime(seconds))
 
 
 def first_line(exc: BaseException) -> str:

@@ -24,6 +24,7 @@ point; `drain()` at the end of the sweep waits (bounded) for the last ones.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -175,10 +176,7 @@ class Recorder:
         metrics += [Metric(k, float(v), now, int(s)) for s, k, v in corrections]
         for start in range(0, len(metrics), METRICS_PER_BATCH):
             batch = metrics[start : start + METRICS_PER_BATCH]
-            self._put(
-                f"{len(batch)} metric point(s) of run {run_id}",
-                self.client.log_batch, run_id, metrics=batch, synchronous=True,
-            )  # fmt: skip
+            self._points(f"{len(batch)} metric point(s) of run {run_id}", run_id, batch)
         return len(metrics)
 
     def finished(self, key: str) -> None:
@@ -270,10 +268,7 @@ class Recorder:
 
         now = int(time.time() * 1000)
         metrics = [Metric(k, v, now, s) for s, k, v in points]
-        self._put(
-            f"cost of attempt {points[0][0]} of run {run_id}",
-            self.client.log_batch, run_id, metrics=metrics, synchronous=True,
-        )  # fmt: skip
+        self._points(f"cost of attempt {points[0][0]} of run {run_id}", run_id, metrics)
 
     def check(self) -> None:
         """Raise TrackingDown if the store has stayed unreachable past the bound."""
@@ -296,6 +291,11 @@ class Recorder:
 
     def _put(self, what: str, method: Callable[..., object], *args: Any, **kwargs: Any) -> None:
         self.outbox.put(what, lambda: method(*args, **kwargs))
+
+    def _points(self, what: str, run_id: str, metrics: Sequence[Any]) -> None:
+        """One `log_batch` of metric points, counted as such by the outbox."""
+        send = functools.partial(self.client.log_batch, run_id, metrics=metrics, synchronous=True)
+        self.outbox.put(what, send, points=len(metrics))
 
 
 def _is_best(key: str) -> bool:

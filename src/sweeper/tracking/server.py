@@ -8,8 +8,10 @@ minutes (and only when the first run is logged), so the driver asks the server's
 `check_server` is that check for every command: `sweeper run` calls it before opening
 the store (a local store that does not exist yet is created), `sweeper summarize` and
 `sweeper ui` call it with `must_exist=True` (there, a missing local store means the
-sweep has not run, and opening it would create an empty one). Each caller words the
-failure for its own users; the exceptions carry what they need.
+sweep has not run, and opening it would create an empty one). A database URI
+(`postgresql://...` given to sweeper itself) must have its driver installed
+(`sweeper.tracking.drivers`: DriverMissing, whose message names the install command).
+Each caller words the failure for its own users; the exceptions carry what they need.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from sweeper.spec.schema import SweepSpec
+from sweeper.tracking.drivers import check_driver
 from sweeper.tracking.store import (
     artifact_root,
     ensure_experiment,
@@ -63,16 +66,20 @@ def is_server(uri: str) -> bool:
 
 def check_server(uri: str, timeout: float = HEALTH_TIMEOUT_S, *, must_exist: bool = False) -> None:
     """Raise TrackingUnreachable unless the http(s) server at `uri` answers `/health`;
-    with `must_exist`, also raise StoreMissing for a local store that is not there.
+    DriverMissing (`sweeper.tracking.drivers`) for a database URI whose driver is not
+    installed; with `must_exist`, also StoreMissing for a local store that is not there.
 
     Any HTTP answer below 500 counts as reachable (a proxy may hide `/health`, and an
     authentication error is better reported by MLflow itself); no answer, or a 5xx,
-    does not. Databases other than SQLite are left to MLflow: nothing to do.
+    does not. A database's own reachability is left to MLflow (its connection error
+    names the host).
     """
     scheme = urlparse(uri).scheme.lower()
     if scheme in {"http", "https"}:
         _ask_health(uri, timeout)
-    elif must_exist:
+        return
+    check_driver(uri)
+    if must_exist:
         _check_local(uri, scheme)
 
 
