@@ -301,9 +301,9 @@ def time_servers(n: int, sqlite_file: Path, pg, work: Path, file_uri: str, repea
         same_json({"file": file_uri, **uris})
         for label, (uri, group) in servers.items():
             groups = [group] + ([pg.pid] if label == SERVERS[1] else [])
-            before = [summarize_servers.group_cpu(g) for g in groups]
+            before = [summarize_servers.tree_cpu(g) for g in groups]
             cases[label] = time_command(summarize_command(uri), repeats)
-            after = [summarize_servers.group_cpu(g) for g in groups]
+            after = [summarize_servers.tree_cpu(g) for g in groups]
             server_cpu[label] = [(b - a) / repeats for a, b in zip(before, after, strict=True)]
             phases[label] = run_phases(uri)
     return cases, server_cpu, phases

@@ -19,7 +19,6 @@ worker processes.
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import sqlite3
 from collections.abc import Iterator
@@ -115,14 +114,15 @@ def _move_sequences(target) -> None:
         )
 
 
-def group_cpu(pgid: int) -> float:
-    """CPU seconds (user + sys) of the live processes of process group `pgid` (a
-    server started in a session of its own: `mlflow server` and its workers, or the
-    postmaster and its backends)."""
+def tree_cpu(pid: int) -> float:
+    """CPU seconds (user + sys) of process `pid` and its live descendants: `mlflow
+    server` and its workers, or the postmaster and its backends (which PostgreSQL puts
+    in process groups of their own)."""
     total = 0.0
-    for proc in psutil.process_iter():
-        with contextlib.suppress(psutil.Error, ProcessLookupError):
-            if os.getpgid(proc.pid) == pgid:
+    with contextlib.suppress(psutil.Error):
+        root = psutil.Process(pid)
+        for proc in [root, *root.children(recursive=True)]:
+            with contextlib.suppress(psutil.Error):
                 times = proc.cpu_times()
                 total += times.user + times.system
     return total
@@ -130,7 +130,7 @@ def group_cpu(pgid: int) -> float:
 
 @contextlib.contextmanager
 def sqlite_server(sqlite_file: Path, root: Path) -> Iterator[tuple[str, int]]:
-    """`mlflow server` on a fresh copy of `sqlite_file`; its URI and process group."""
+    """`mlflow server` on a fresh copy of `sqlite_file`; its URI and pid."""
     root.mkdir(parents=True, exist_ok=True)
     copy = root / "server.db"
     shutil.copyfile(sqlite_file, copy)
@@ -143,7 +143,7 @@ def sqlite_server(sqlite_file: Path, root: Path) -> Iterator[tuple[str, int]]:
 
 @contextlib.contextmanager
 def postgres_server_uri(database_uri: str, root: Path) -> Iterator[tuple[str, int]]:
-    """`mlflow server` on a PostgreSQL database; its URI and process group."""
+    """`mlflow server` on a PostgreSQL database; its URI and pid."""
     root.mkdir(parents=True, exist_ok=True)
     try:
         with mlflow_server(root, backend_store_uri=database_uri, workers=WORKERS) as s:
