@@ -1,8 +1,10 @@
-"""Benchmark `sweeper summarize` on SQLite stores of 12, 1,000 and 10,000 trial runs.
+"""Benchmark `sweeper summarize` on stores of 12, 1,000 and 10,000 trial runs: a SQLite
+file, and the same runs through `mlflow server` on SQLite and on PostgreSQL.
 
     python bench/bench_summarize.py                 # build (once, cached) and time
     python bench/bench_summarize.py --sizes 12 1000 # a subset
     python bench/bench_summarize.py --no-doc        # print only
+    python bench/bench_summarize.py --no-server     # the file only
     python bench/bench_summarize.py --quick         # 12 runs only: checks the script
 
 Each store holds one experiment with a parent run and N trial runs in 4 groups
@@ -22,13 +24,20 @@ Timed, each in a fresh process (median of 5; wall and CPU):
 * the floor: a process that only imports the SQLite reader and runs its queries
   (experiment, runs with tags/params/latest metrics, histories).
 
-In-process phases of the SQLite path are listed beside them. Results are printed and
-written as the "sweeper summarize" section of docs/benchmarks.md.
+Through a server (bench/summarize_servers.py: the same runs, ids included, behind
+`mlflow server` with its default 4 workers, as `sweeper cluster up` runs it), in the
+same run: `summarize --format json` once the report is logged, against the file path;
+the JSON of all three must be the same but for the tracking URI it names (checked; the
+benchmark fails otherwise). In-process phases of each path are listed beside them.
+Results are printed and written as the "sweeper summarize" section of
+docs/benchmarks.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import random
 import resource
 import statistics
@@ -211,7 +220,7 @@ def time_cases(uri: str, out_dir: Path, repeats: int) -> dict[str, tuple[list[fl
 
 
 def time_phases(uri: str) -> dict[str, float]:
-    """In-process phases of the SQLite path (one process per store)."""
+    """In-process phases of the path `open_source` picks for `uri` (one process each)."""
     timings: dict[str, float] = {}
     start = time.perf_counter()
     from sweeper.summarize import summarize
@@ -223,7 +232,7 @@ def time_phases(uri: str) -> dict[str, float]:
     start = time.perf_counter()
     source = open_source(uri)
     experiment_id, _ = source.experiment(EXPERIMENT)
-    timings["open the store (schema check)"] = time.perf_counter() - start
+    timings["open the store, find the experiment"] = time.perf_counter() - start
     start = time.perf_counter()
     runs = source.runs(experiment_id)
     timings["runs: tags, params, latest metrics"] = time.perf_counter() - start
@@ -246,7 +255,66 @@ def _list(values: list[float]) -> str:
 SIZES = [12, 1000, 10000]
 TARGETS = {12: 1.0, 1000: 2.0, 10000: 10.0}
 """Issue 18: seconds of wall time for `summarize --format json` at each store size."""
+SERVER_RATIO = {1000: 2.5}
+"""Issue 36: through a server on PostgreSQL, at most this many times the file's time."""
+SERVER_SECONDS = {10000: 15.0}
+"""Issue 36: through a server on PostgreSQL, at most this many seconds."""
 QUICK_SIZES = [12]
+SERVERS = ("server on SQLite", "server on PostgreSQL")
+UNCHANGED = "json, report unchanged"
+
+
+def same_json(uris: dict[str, str]) -> None:
+    """The summaries of every store are the same JSON but for the URI each names."""
+    found = {}
+    for label, uri in uris.items():
+        done = subprocess.run(summarize_command(uri), check=True, capture_output=True)
+        found[label] = json.loads(done.stdout)
+        if found[label].pop("tracking_uri") != uri:
+            raise SystemExit(f"{label}: the summary names another tracking URI")
+    first, *others = found
+    for label in others:
+        if found[label] != found[first]:
+            raise SystemExit(f"the summary through the {label} differs from the {first}'s")
+
+
+def time_servers(n: int, sqlite_file: Path, pg, work: Path, file_uri: str, repeats: int) -> tuple:
+    """`json, report unchanged` through each server, the servers' CPU seconds per
+    summary (`mlflow server` and its workers; PostgreSQL's backends beside), and the
+    in-process phases."""
+    import summarize_servers
+
+    database = summarize_servers.postgres_store(pg, sqlite_file, f"n{n}")
+    cases, server_cpu, phases = {}, {}, {}
+    with contextlib.ExitStack() as stack:
+        servers = {
+            SERVERS[0]: stack.enter_context(
+                summarize_servers.sqlite_server(sqlite_file, work / f"sqlite-{n}")
+            ),
+            SERVERS[1]: stack.enter_context(
+                summarize_servers.postgres_server_uri(database, work / f"pg-{n}")
+            ),
+        }
+        uris = {label: uri for label, (uri, _) in servers.items()}
+        for uri in uris.values():  # log the report once through each: later runs read only
+            subprocess.run(summarize_command(uri), check=True, capture_output=True)
+        same_json({"file": file_uri, **uris})
+        for label, (uri, group) in servers.items():
+            groups = [group] + ([pg.pid] if label == SERVERS[1] else [])
+            before = [summarize_servers.tree_cpu(g) for g in groups]
+            cases[label] = time_command(summarize_command(uri), repeats)
+            after = [summarize_servers.tree_cpu(g) for g in groups]
+            server_cpu[label] = [(b - a) / repeats for a, b in zip(before, after, strict=True)]
+            phases[label] = run_phases(uri)
+    return cases, server_cpu, phases
+
+
+def run_phases(uri: str) -> dict[str, float]:
+    found = subprocess.run(
+        [sys.executable, __file__, "--phases", uri], check=True, capture_output=True, text=True
+    ).stdout
+    pairs = (line.rsplit("\t", 1) for line in found.splitlines() if "\t" in line)
+    return {key: float(value) for key, value in pairs}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -254,6 +322,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--sizes", type=int, nargs="+", help=f"default {SIZES}; --quick: 12")
     parser.add_argument(
         "--cache", type=Path, default=Path(tempfile.gettempdir()) / "sweeper-bench-summarize"
+    )
+    parser.add_argument(
+        "--no-server", action="store_true", help="time the SQLite file only (no servers)"
     )
     common.add_common_arguments(parser)
     return parser
@@ -265,28 +336,38 @@ def main(argv: list[str] | None = None) -> int:
     args.sizes = args.sizes or (QUICK_SIZES if args.quick else SIZES)
     info = common.machine()
     start_load = common.load_average()
+    repeats = 3 if args.quick else 5
     rows = []
-    for n in args.sizes:
-        folder = args.cache / CACHE_VERSION / f"n{n}"
-        start = time.perf_counter()
-        uri = build_store(folder, n)
-        built = time.perf_counter() - start
-        phases = subprocess.run(
-            [sys.executable, __file__, "--phases", uri], check=True, capture_output=True, text=True
-        ).stdout
-        phase_times = {
-            k: float(v)
-            for k, v in (line.rsplit("\t", 1) for line in phases.splitlines() if "\t" in line)
-        }
-        with tempfile.TemporaryDirectory() as out:
-            cases = time_cases(uri, Path(out), 3 if args.quick else 5)
-        rows.append((n, cases, phase_times))
-        print(f"{n:>6} runs (store ready in {built:.1f} s):", flush=True)
-        for label, (walls, cpus) in cases.items():
-            print(f"        {label:<48} {statistics.median(walls):6.2f} s wall "
-                  f"{statistics.median(cpus):6.2f} s CPU  ({_list(walls)})")  # fmt: skip
-        for label, seconds in phase_times.items():
-            print(f"        {label:<48} {seconds:7.3f} s")
+    with contextlib.ExitStack() as stack:
+        pg = None
+        if not args.no_server:
+            import summarize_servers
+
+            pg = stack.enter_context(summarize_servers.postgres(args.cache / CACHE_VERSION))
+        work = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        for n in args.sizes:
+            folder = args.cache / CACHE_VERSION / f"n{n}"
+            start = time.perf_counter()
+            uri = build_store(folder, n)
+            built = time.perf_counter() - start
+            phase_times = {"file": run_phases(uri)}
+            with tempfile.TemporaryDirectory() as out:
+                cases = time_cases(uri, Path(out), repeats)
+            server_cases, server_cpu = {}, {}
+            if pg is not None:
+                server_cases, server_cpu, server_phases = time_servers(
+                    n, folder / "mlflow.db", pg, work, uri, repeats
+                )
+                phase_times.update(server_phases)
+            rows.append((n, cases, phase_times, server_cases, server_cpu))
+            print(f"{n:>6} runs (store ready in {built:.1f} s):", flush=True)
+            for label, (walls, cpus) in [*cases.items(), *server_cases.items()]:
+                extra = f"  server CPU {_list(server_cpu[label])}" if label in server_cpu else ""
+                print(f"        {label:<48} {statistics.median(walls):6.2f} s wall "
+                      f"{statistics.median(cpus):6.2f} s CPU ({_list(walls)}){extra}")  # fmt: skip
+            for store, times in phase_times.items():
+                for label, seconds in times.items():
+                    print(f"        {store:<20} {label:<42} {seconds:7.3f} s")
 
     text = "\n".join(report_lines(rows, common.command_line("bench_summarize.py", argv), info,
                                    start_load)) + "\n"  # fmt: skip
@@ -296,6 +377,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def report_lines(rows: list, command: str, info: dict[str, str], start_load: str) -> list[str]:
     lines = common.header(TITLE, command, info, start_load)
+    labels = list(rows[0][1]) if rows else []
     lines += [
         "",
         "Stores: SQLite, one experiment, a parent run and N trial runs in 4 groups; each trial "
@@ -308,33 +390,98 @@ def report_lines(rows: list, command: str, info: dict[str, str], start_load: str
         "parent run holds is not logged again. The CPU figure is the work itself, which on "
         "a shared machine a free core turns into about as many wall seconds.",
         "",
-        "| Case | " + " | ".join(f"{n:,} runs" for n, *_ in rows) + " |",
-        "|---|" + "---:|" * len(rows),
+        *common.table(
+            ["Case", *(f"{n:,} runs" for n, *_ in rows)],
+            [[label, *(_cell(r[1][label]) for r in rows)] for label in labels],
+        ),
+        "",
     ]
-    for label in rows[0][1] if rows else []:
-        cells = []
-        for _, cases, _ in rows:
-            walls, cpus = cases[label]
-            cells.append(f"{statistics.median(walls):.2f} ({statistics.median(cpus):.2f})")
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    lines.append("")
-    for n, cases, _ in rows:
+    for n, cases, *_ in rows:
         if n in TARGETS:
-            wall = statistics.median(cases["json, report unchanged"][0])
+            wall = statistics.median(cases[UNCHANGED][0])
             lines.append(
                 f"- {n:,} runs in {wall:.2f} s (target <= {TARGETS[n]:g} s): "
                 f"{common.verdict(wall, TARGETS[n])}"
             )
+    served = [r for r in rows if r[3]]
+    if served:
+        lines += server_lines(served)
+    phases = list(rows[0][2]["file"]) if rows else []
     lines += [
         "",
-        "In-process phases of the SQLite path (s), one fresh process per store:",
+        "In-process phases (s), one fresh process per store (the path `open_source` picks, "
+        "its runs and histories, then `summarize()` again whole):",
         "",
-        "| Phase | " + " | ".join(f"{n:,} runs" for n, *_ in rows) + " |",
-        "|---|" + "---:|" * len(rows),
+        *common.table(
+            ["Runs", "store", *phases],
+            [
+                [f"{n:,}", store, *(f"{times[label]:.3f}" for label in phases)]
+                for n, _, by_store, *_ in rows
+                for store, times in by_store.items()
+            ],
+            "ll" + "r" * len(phases),
+        ),
     ]
-    for label in rows[0][2] if rows else []:
-        lines.append(f"| {label} | " + " | ".join(f"{r[2][label]:.3f}" for r in rows) + " |")
     return lines
+
+
+def server_lines(rows: list) -> list[str]:
+    """The server columns: the same summary through `mlflow server`, same run."""
+    lines = [
+        "",
+        "Through a tracking server: the same runs (copied, ids included) behind `mlflow "
+        "server` (4 workers, its default and `sweeper cluster up`'s) on a SQLite file and on "
+        "PostgreSQL, both on this machine; `sweeper summarize --tracking-uri http://... "
+        "--format json` with the report already logged, timed in the same run as the file "
+        "column. The CPU figure in brackets is the summarising process's only; the servers' "
+        "own CPU seconds per summary (all of `mlflow server`'s processes; for PostgreSQL, "
+        "plus the database's) are the last columns: on this machine's 2 cores, wall time "
+        "cannot fall below about half of the servers' and the client's CPU together. The "
+        "JSON of all three was checked to be the same but for the tracking URI.",
+        "",
+        *common.table(
+            [
+                *("Runs", "file", *SERVERS, "PostgreSQL / file", "server CPU: SQLite"),
+                "server CPU: PostgreSQL (mlflow + postgres)",
+            ],
+            [
+                [
+                    f"{n:,}",
+                    _cell(cases[UNCHANGED]),
+                    *(_cell(server[label]) for label in SERVERS),
+                    f"{_ratio(server[SERVERS[1]], cases[UNCHANGED]):.1f}x",
+                    f"{cpu[SERVERS[0]][0]:.2f}",
+                    " + ".join(f"{c:.2f}" for c in cpu[SERVERS[1]]),
+                ]
+                for n, cases, _, server, cpu in rows
+            ],
+        ),
+    ]
+    notes = []
+    for n, cases, _, server, _ in rows:
+        wall = statistics.median(server[SERVERS[1]][0])
+        if n in SERVER_RATIO:
+            ratio = _ratio(server[SERVERS[1]], cases[UNCHANGED])
+            notes.append(
+                f"- {n:,} runs through the server on PostgreSQL in {wall:.2f} s, {ratio:.1f}x "
+                f"the file (target <= {SERVER_RATIO[n]:g}x): "
+                f"{common.verdict(ratio, SERVER_RATIO[n])}"
+            )
+        if n in SERVER_SECONDS:
+            notes.append(
+                f"- {n:,} runs through the server on PostgreSQL in {wall:.2f} s (target <= "
+                f"{SERVER_SECONDS[n]:g} s): {common.verdict(wall, SERVER_SECONDS[n])}"
+            )
+    return lines + (["", *notes] if notes else [])
+
+
+def _cell(timed: tuple[list[float], list[float]]) -> str:
+    walls, cpus = timed
+    return f"{statistics.median(walls):.2f} ({statistics.median(cpus):.2f})"
+
+
+def _ratio(timed: tuple[list[float], list[float]], base: tuple[list[float], list[float]]) -> float:
+    return common.ratio(statistics.median(timed[0]), statistics.median(base[0]))
 
 
 if __name__ == "__main__":

@@ -703,10 +703,11 @@ def _comparable(records) -> list:
 def test_sqlite_reader_gives_mlflows_records_and_summary(store, name):
     """Reading the file with SQL (no client given) and through MLflow's client agree on
     every run record (tags, params, latest metrics, order) and so on the summary."""
-    from sweeper.summarize.source import MlflowSource, SqliteSource, open_source
+    from sweeper.summarize.source import MlflowSource, StoreSource, open_source
+    from sweeper.summarize.sqlite_store import SqliteStore
 
     fast = open_source(store["uri"])
-    assert isinstance(fast, SqliteSource)
+    assert isinstance(fast, StoreSource) and isinstance(fast.store, SqliteStore)
     slow = MlflowSource(store["client"])
     experiment_id, _ = slow.experiment(name)
     assert fast.experiment(name) == slow.experiment(name)

@@ -169,3 +169,14 @@ def test_comparisons_pair_only_groups_differing_in_one_factor():
     assert "paired on the 2 seeds counted in both groups" in cmps[1].note
     assert cmps[2].p_value is None and "n = 1" in cmps[2].note
     assert all(c.p_value is None or math.isfinite(c.p_value) for c in cmps)
+
+
+def test_smallest_exact_p_at_thousands_of_seeds_underflows_instead_of_raising():
+    """A 10,000-run sweep has groups of 2,500: 2.0**n and C(5000, 2500) do not fit a
+    float; the smallest p is 0 to double precision, and unchanged at lab sizes."""
+    from sweeper.summarize.stats import permutation_min_p, sign_flip_min_p
+
+    assert sign_flip_min_p(5) == 2 / 32 and sign_flip_min_p(1) == 1.0
+    assert permutation_min_p(3, 3) == 2 / 20 and permutation_min_p(2, 3) == 1 / 10
+    assert sign_flip_min_p(2450) == 0.0
+    assert permutation_min_p(2500, 2500) == 0.0

@@ -59,7 +59,7 @@ search) is logged to the sweep's parent run under report/, and each group's mean
 accuracy as a metric `summary/<group>/test_accuracy_mean`; a report identical to the
 one the parent run already holds (same runs, same numbers) is not logged again, so
 summarising an unchanged sweep reads and prints only. A local SQLite store is read
-with SQL, without loading MLflow.
+with SQL, and a tracking server over its REST API, without loading MLflow.
 
 examples:
   sweeper summarize sweeps/demo.yaml

@@ -1,7 +1,10 @@
 """`sweeper summarize`: a sweep's MLflow record turned into tables, statistics and figures.
 
-  source.py       which reader a store gets: SQL on a local SQLite file, else MLflow
+  source.py       which reader a store gets: SQL on a local SQLite file, REST for a
+                  tracking server, else MLflow
   sqlite_store.py the SQLite reader (read-only SQL, no MLflow import)
+  http_store.py   the tracking-server reader (REST, parallel, exact bulk histories; no
+                  MLflow import)
   mlflow_reader.py MLflow -> RunRecords and metric histories (bulk where the store allows)
   records.py      the plain records every step passes on (runs, trials, groups, comparisons)
   select.py       which runs count; best-validation checkpoint per trial (Table 1)

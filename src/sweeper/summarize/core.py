@@ -64,7 +64,8 @@ def summarize(
     it is required when the experiment holds trials of several sweeps. `client` reads
     through an open MlflowClient (otherwise a SQLite store is read with SQL, see
     `sweeper.summarize.source`); `history_path` forces one of the client's ways of
-    reading metric histories (`sqlite`, `bulk`, `per_run`; `sweeper.summarize.mlflow_reader`).
+    reading metric histories (`sqlite`, `bulk`, `server`, `per_run`;
+    `sweeper.summarize.mlflow_reader`).
     `alpha` is the family-wise level the comparisons are decided at; `aso` adds Almost
     Stochastic Order (slow; `sweeper.summarize.decide`). `inputs`: the spec's input
     fingerprint (`sweeper.tracking.inputs`); trial runs made from other inputs are

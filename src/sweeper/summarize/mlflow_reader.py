@@ -1,10 +1,12 @@
 """Reading a sweep's runs through MLflow's client, fast enough for thousands of trials.
 
 A SQLite store with the expected tables is read without MLflow at all
-(`sweeper.summarize.sqlite_store`, chosen by `sweeper.summarize.source`); this module
-is the path for tracking servers and other databases, and the reference the SQLite
-reader is tested against. Two reads carry almost all the cost (bench/bench_summarize.py
-times them; docs/benchmarks.md has the figures):
+(`sweeper.summarize.sqlite_store`), and so is an http(s) tracking server that needs
+no credentials (`sweeper.summarize.http_store`), both chosen by
+`sweeper.summarize.source`; this module is the path for other databases and for
+servers with credentials, and the reference both readers are tested against. Two
+reads carry almost all the cost (bench/bench_summarize.py times them;
+docs/benchmarks.md has the figures):
 
 * `MlflowClient.search_runs`, paged at 50,000 runs a page (through the engine's own
   `sweeper.tracking.runs.search_all`), returns every run's tags and latest metrics: the
@@ -21,10 +23,13 @@ times them; docs/benchmarks.md has the figures):
              one query per metric for 500 runs at a time (PostgreSQL/MySQL too), on a
              `SqlAlchemyStore` opened for the URI (it shares the client's cached
              engine; no private client attribute is read).
+  `server`   an http(s) server's `get-history-bulk` endpoint, 100 runs and one metric a
+             request, several at a time, exact despite the endpoint's silent cap of
+             25,000 points an answer (`HttpStore.history_rows` says how), through
+             MLflow's own HTTP client and credentials.
   `per_run`  `MlflowClient.get_metric_history(run_id, key)`, one query or HTTP request
              per run and metric, from a thread pool so network latency overlaps (the
-             slowest on SQLite, where the paths above apply; the path for tracking
-             servers).
+             slowest; what remains for other stores).
 
 All paths return the same histories; tests compare them on the same store.
 
@@ -45,7 +50,7 @@ from sweeper.summarize.records import Point, RunRecord
 from sweeper.summarize.sqlite_store import open_sqlite
 from sweeper.tracking.drivers import DriverMissing
 from sweeper.tracking.runs import search_all
-from sweeper.tracking.server import StoreMissing, TrackingUnreachable, check_server
+from sweeper.tracking.server import StoreMissing, TrackingUnreachable, check_server, is_server
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -186,7 +191,7 @@ def record_of(
     )
 
 
-HISTORY_PATHS = ("auto", "sqlite", "bulk", "per_run")
+HISTORY_PATHS = ("auto", "sqlite", "bulk", "server", "per_run")
 
 
 def load_histories(
@@ -208,6 +213,8 @@ def load_histories(
         store = _bulk_store(client.tracking_uri)
         if store is not None:
             rows = {key: _bulk_rows(store, run_ids, key) for key in keys}
+    if rows is None and path in {"auto", "server"} and is_server(client.tracking_uri):
+        rows = _server_rows(client.tracking_uri, run_ids, keys)
     if rows is None:
         rows = {key: _per_run_rows(client, run_ids, key) for key in keys}
 
@@ -270,6 +277,21 @@ def _bulk_rows(store: Any, run_ids: Sequence[str], key: str) -> list[tuple[str, 
             )
         rows.extend((item.run_id, _point(item)) for item in found)
     return rows
+
+
+def _server_rows(
+    uri: str, run_ids: Sequence[str], keys: Sequence[str]
+) -> dict[str, list[tuple[str, Point]]] | None:
+    """Histories from an http(s) server's bulk endpoint through MLflow's HTTP client;
+    None (per_run) where the server has no such endpoint (databricks)."""
+    if urlparse(uri).scheme.lower() not in {"http", "https"}:
+        return None
+    from sweeper.summarize.http_store import HttpReadFailed, HttpStore, mlflow_call
+
+    try:
+        return HttpStore(uri, mlflow_call(uri)).history_rows(run_ids, keys)
+    except HttpReadFailed as exc:
+        raise SummarizeError(f"cannot read the metric histories at {uri}: {exc}") from None
 
 
 def _per_run_rows(

@@ -1,10 +1,13 @@
-"""Where a summary reads its runs from: SQL on a SQLite file, or MLflow's client.
+"""Where a summary reads its runs from: SQL on a SQLite file, a tracking server's REST
+API, or MLflow's client.
 
 `open_source` picks the SQLite reader (`sweeper.summarize.sqlite_store`) for a SQLite
-store with the expected columns, so that a summary of a local sweep imports no mlflow
-at all (importing it would cost more than the rest of the summary; docs/benchmarks.md
-has the measurements), and MLflow's client for everything else. Both give the same
-`RunRecord`s and histories; the summariser sees only this interface.
+store with the expected columns and the REST reader (`sweeper.summarize.http_store`)
+for an http(s) tracking server that needs no credentials, so that neither imports
+mlflow at all (importing it would cost more than the rest of a 1,000-run summary;
+docs/benchmarks.md has the measurements), and MLflow's client for everything else
+(other databases, servers with credentials). All give the same `RunRecord`s and
+histories; the summariser sees only this interface.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from sweeper.summarize.http_store import HttpReadFailed, HttpStore, open_http
 from sweeper.summarize.mlflow_reader import (
     History,
     SummarizeError,
@@ -75,8 +79,10 @@ class MlflowSource:
         return load_histories(self.client, run_ids, keys, self._history_path)
 
 
-class SqliteSource:
-    def __init__(self, store: SqliteStore, uri: str) -> None:
+class StoreSource:
+    """Runs read without MLflow: from a SqliteStore or an HttpStore."""
+
+    def __init__(self, store: SqliteStore | HttpStore, uri: str) -> None:
         self.store = store
         self.uri = uri
 
@@ -96,21 +102,23 @@ class SqliteSource:
     def histories(self, run_ids: Sequence[str], keys: Sequence[str]) -> History:
         return as_history(self._read(self.store.history_rows, run_ids, keys), run_ids)
 
-    @staticmethod
-    def _read(query, *args):
+    def _read(self, query, *args):
         try:
             return query(*args)
         except sqlite3.Error as exc:
             raise SqliteReadFailed(str(exc)) from exc
+        except HttpReadFailed as exc:
+            raise SummarizeError(f"cannot read {self.uri}: {exc}") from None
 
 
 def open_source(uri: str, client: MlflowClient | None = None) -> RunSource:
-    """SQL on the file for a SQLite store (unless a client is given), else MLflow's
-    client; a missing store or an unreachable server is a SummarizeError."""
+    """SQL on the file for a SQLite store, REST for a server without credentials
+    (unless a client is given), else MLflow's client; a missing store or an
+    unreachable server is a SummarizeError."""
     if client is not None:
         return MlflowSource(client)
     check_store(uri)
-    store = open_sqlite(uri)
+    store = open_sqlite(uri) or open_http(uri)
     if store is not None:
-        return SqliteSource(store, uri)
+        return StoreSource(store, uri)
     return MlflowSource(open_client(uri))

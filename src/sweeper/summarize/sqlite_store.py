@@ -3,10 +3,10 @@
 Importing mlflow and opening its SQL store cost far more than the queries a summary
 needs (docs/benchmarks.md has the measurements). So when the store is a SQLite file
 whose tables have the columns read here, the summary reads them directly, read-only
-(`mode=ro`: nothing is written and no migration runs). Anything else (a tracking
-server, PostgreSQL, a schema without these columns) goes through MLflow's client
-(`sweeper.summarize.mlflow_reader`), and `tests/integration/test_summarize_store.py` holds both
-readers to the same records.
+(`mode=ro`: nothing is written and no migration runs). A tracking server has its own
+reader (`sweeper.summarize.http_store`); anything else (PostgreSQL, a schema without
+these columns) goes through MLflow's client (`sweeper.summarize.mlflow_reader`), and
+`tests/integration/test_summarize_store.py` holds both readers to the same records.
 
 The rules are MLflow's own: only `active` runs and experiments count; a NaN metric is
 stored as 0 with `is_nan` set and read back as NaN (MLflow's `SqlMetric`); runs come in

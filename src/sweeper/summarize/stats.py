@@ -158,15 +158,17 @@ def _no_spread(diff: float, min_p: float) -> TTest:
 
 def sign_flip_min_p(n: int) -> float:
     """Two-sided p of n paired differences that all share one sign, by the exact
-    sign-flip test: 2 of the 2**n sign patterns are as extreme."""
-    return min(1.0, 2.0 / 2.0**n)
+    sign-flip test: 2 of the 2**n sign patterns are as extreme (2**(1-n), which
+    underflows to 0.0 past n = 1075 where 2.0**n would overflow)."""
+    return min(1.0, 2.0 ** (1 - n))
 
 
 def permutation_min_p(n_a: int, n_b: int) -> float:
     """Two-sided p of two groups without overlap, by the exact permutation test of the
     difference of means: of the C(n_a + n_b, n_a) splits, this one (and, for equal
-    sizes, its mirror) is as extreme."""
-    return min(1.0, (2.0 if n_a == n_b else 1.0) / math.comb(n_a + n_b, n_a))
+    sizes, its mirror) is as extreme. Integer division: correctly rounded however large
+    the count (a float would overflow past about 1,000 runs a group)."""
+    return min(1.0, (2 if n_a == n_b else 1) / math.comb(n_a + n_b, n_a))
 
 
 def wilcoxon_reachable(n: int, alpha: float) -> bool:
