@@ -27,10 +27,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.integration)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def postgres() -> Iterator[PostgresServer]:
-    """One real PostgreSQL server for the session (Debian's binaries, 127.0.0.1, a free
-    port; `make install` installs them where missing), stopped by its pid at the end."""
+    """One real PostgreSQL server for a test module (Debian's binaries, 127.0.0.1, a free
+    port; `make install` installs them where missing), stopped by its pid after the
+    module's last test: no server outlives the tests that use it (a live child of the
+    test process would count in the process-tree CPU time that unit tests measure)."""
     with postgres_server() as server:
         yield server
 
