@@ -22,7 +22,7 @@ Timed, each in a fresh process (median of 5; wall and CPU):
 * the first summary after the record changed (the parent run's digest tag is made
   stale before each run), which logs the report with its figures through MLflow;
 * the floor: a process that only imports the SQLite reader and runs its queries
-  (experiment, runs with tags/params/latest metrics, histories).
+  (experiment, runs with tags/params/latest metrics, the histories a summary reads).
 
 Through a server (bench/summarize_servers.py: the same runs, ids included, behind
 `mlflow server` with its default 4 workers, as `sweeper cluster up` runs it), in the
@@ -181,12 +181,13 @@ def summarize_command(uri: str, *extra: str) -> list[str]:
 
 FLOOR = """
 import sys
+from sweeper.summarize.mlflow_reader import record_of
 from sweeper.summarize.select import HISTORY_KEYS
 from sweeper.summarize.sqlite_store import open_sqlite
 store = open_sqlite(sys.argv[1])
 experiment_id, _ = store.experiment(sys.argv[2])
-runs = store.runs(experiment_id)
-store.history_rows([r["run_id"] for r in runs], HISTORY_KEYS)
+runs = [record_of(**raw) for raw in store.runs(experiment_id)]
+store.history_rows([r.run_id for r in runs if "best_step" not in r.latest], HISTORY_KEYS)
 """
 
 
@@ -225,7 +226,7 @@ def time_phases(uri: str) -> dict[str, float]:
     start = time.perf_counter()
     from sweeper.summarize import summarize
     from sweeper.summarize.report import digest
-    from sweeper.summarize.select import HISTORY_KEYS
+    from sweeper.summarize.select import HISTORY_KEYS, recorded_checkpoint, screen
     from sweeper.summarize.source import open_source
 
     timings["imports"] = time.perf_counter() - start
@@ -237,8 +238,10 @@ def time_phases(uri: str) -> dict[str, float]:
     runs = source.runs(experiment_id)
     timings["runs: tags, params, latest metrics"] = time.perf_counter() - start
     start = time.perf_counter()
-    source.histories([r.run_id for r in runs if r.role == record_names.ROLE_TRIAL], HISTORY_KEYS)
-    timings["histories"] = time.perf_counter() - start
+    candidates, _ = screen([r for r in runs if r.role == record_names.ROLE_TRIAL])
+    unread = [r.run_id for r in candidates if recorded_checkpoint(r) is None]
+    source.histories(unread, HISTORY_KEYS)
+    timings["histories of runs without best_* metrics"] = time.perf_counter() - start
     start = time.perf_counter()
     summary = summarize(EXPERIMENT, uri)
     timings["summarize() total (read + select + stats)"] = time.perf_counter() - start
@@ -382,7 +385,10 @@ def report_lines(rows: list, command: str, info: dict[str, str], start_load: str
         "",
         "Stores: SQLite, one experiment, a parent run and N trial runs in 4 groups; each trial "
         f"has {VALID_POINTS} validation points (valid/test accuracy and loss, epoch, wall time) "
-        f"and train loss and lr every {TRAIN_EVERY} updates; 1 run in 50 failed or early-stopped.",
+        f"and train loss and lr every {TRAIN_EVERY} updates; 1 run in 50 failed or early-stopped; "
+        "a finished run carries its best-checkpoint metrics (`best_*`), as the engine logs "
+        "them, so a summary reads the histories only of runs without them (the early-stopped "
+        "ones) and, for figures, the validation curves.",
         "",
         "Each cell: median wall seconds of fresh `sweeper summarize --experiment bench "
         "--tracking-uri sqlite:///... --format json` processes (CPU user+sys in brackets). A "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from dataclasses import dataclass, field, replace
 
 import pytest
@@ -797,3 +798,53 @@ def test_a_report_logged_without_figures_is_logged_again_with_them(store, tmp_pa
     assert {"curves.png", "test_accuracy.png"} <= {a.path.split("/")[-1] for a in logged}
     assert main([*argv, "--format", "json"]) == 0
     assert "report unchanged since it was logged" in capsys.readouterr().err
+
+
+# --- best checkpoints from the runs' own best-checkpoint metrics -------------------------
+
+
+def test_best_checkpoint_metrics_give_what_the_histories_give(store, tmp_path):
+    """Runs that carry best_* metrics (here logged by the report, from the histories, as
+    a finished trial logs them itself) are summarised from them, histories unread, to
+    the same summary; the figures' curves are read when drawn. A record changed by hand
+    shows which path a summary took: `recompute` reads every history."""
+    from mlflow.entities import Metric
+
+    from sweeper.summarize.core import with_curves
+    from sweeper.summarize.report import log_report, write_report
+
+    client = store["client"]
+    write_experiment(client, "marked", [*lab_trials(), *edge_trials()])
+    first = summarize("marked", store["uri"], client=client)
+    assert first.unmarked  # nothing carries best_* yet: every trial read its histories
+    log_report(client, first, write_report(first, tmp_path / "report", figures=False))
+    truth = summarize("marked", store["uri"], recompute=True)
+    assert all(t.valid_curve for t in truth.trials)
+    assert truth.trials == first.trials and truth.unmarked == ()
+    recorded = summarize("marked", store["uri"])
+    assert all(not t.valid_curve for t in recorded.trials)
+    assert with_curves(recorded) == with_curves(recorded, client) == truth
+    assert summarize("marked", store["uri"], client=client) == recorded
+    files = write_report(with_curves(recorded), tmp_path / "again")
+    assert "curves.png" in {p.name for p in files}
+    assert (tmp_path / "again" / "summary.json").read_text() == (
+        tmp_path / "report" / "summary.json"
+    ).read_text()
+
+    one, later = truth.trials[0], int(time.time() * 1000) + 1000  # after the report's
+    client.log_batch(one.run_id, metrics=[Metric("best_test_accuracy", 12.5, later, one.best_step)])
+    changed = summarize("marked", store["uri"])
+    assert next(t for t in changed.trials if t.run_id == one.run_id).test_value == 12.5
+    assert summarize("marked", store["uri"], recompute=True) == truth
+    # Another selection than the records were logged under reads the histories.
+    by_loss = summarize("marked", store["uri"], metric="loss")
+    assert by_loss == summarize("marked", store["uri"], metric="loss", recompute=True)
+    assert by_loss.trials != truth.trials
+
+    # A record that does not give the point whole (a value not finite) falls back.
+    nan = Metric("best_test_accuracy", float("nan"), later + 1, one.best_step)
+    client.log_batch(one.run_id, metrics=[nan])
+    fallback = summarize("marked", store["uri"])
+    got = next(t for t in fallback.trials if t.run_id == one.run_id)
+    assert got == one  # its histories read: curve included
+    assert with_curves(fallback).trials == truth.trials

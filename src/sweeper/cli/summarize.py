@@ -174,6 +174,13 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
         "mismatches with the recorded value (loads the frameworks; needs the prepared data)",
     )
     parser.add_argument(
+        "--recompute",
+        action="store_true",
+        help="pick every trial's best checkpoint from its metric histories, not from the "
+        "best-checkpoint metrics its run carries (slower through a server: it checks "
+        "what the trials recorded, which a summary otherwise reads)",
+    )
+    parser.add_argument(
         "--no-log",
         action="store_true",
         help="do not log the report to the sweep's parent run (read-only use)",
@@ -201,6 +208,7 @@ def run(args: argparse.Namespace) -> int:
             margin=margin,
             metric=metric,
             prices=_prices(args),
+            recompute=args.recompute,
         )
     except SummarizeError as exc:
         fail(str(exc))
@@ -338,11 +346,12 @@ def _write_and_log(
     it to the parent run; 1 if MLflow refuses. A report identical to the one the parent
     run already holds is not logged again (`sweeper.summarize.report.unchanged`)."""
     from sweeper.summarize import write_report
+    from sweeper.summarize.core import with_curves
     from sweeper.summarize.evaluate import write as write_evaluation
     from sweeper.summarize.report import unchanged
 
     def report(folder: Path) -> list[Path]:
-        files = write_report(summary, folder)
+        files = write_report(with_curves(summary), folder)
         if evaluations is None:
             return files
         return files + write_evaluation(evaluations, folder, summary.selection.primary)

@@ -34,7 +34,7 @@ def summarise(
 
     from sweeper.selection import Selection
     from sweeper.summarize import SummarizeError, log_report, summarize, write_report
-    from sweeper.summarize.core import prices_of
+    from sweeper.summarize.core import prices_of, with_curves
     from sweeper.summarize.terminal import print_terminal
     from sweeper.tracking import experiment_name
     from sweeper.tracking.inputs import inputs_fingerprint
@@ -52,4 +52,6 @@ def summarise(
     print()
     print_terminal(summary)
     with tempfile.TemporaryDirectory(prefix="sweeper-report-") as tmp:
+        if figures:
+            summary = with_curves(summary, client)
         log_report(client, summary, write_report(summary, Path(tmp), figures), figures)

@@ -6,6 +6,7 @@ each rule can be tested on hand-made records; this module only wires them to a s
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 from collections.abc import Sequence
@@ -27,7 +28,14 @@ from sweeper.summarize.records import (
     Summary,
 )
 from sweeper.summarize.search import load_search
-from sweeper.summarize.select import history_keys, left_out, screen, select
+from sweeper.summarize.select import (
+    by_step,
+    history_keys,
+    left_out,
+    recorded_checkpoint,
+    screen,
+    select,
+)
 from sweeper.summarize.sequential import decide_sequential
 from sweeper.summarize.source import MlflowSource, RunSource, SqliteReadFailed, open_source
 from sweeper.summarize.spend import sweep_cost, with_group_costs, with_needed
@@ -57,6 +65,7 @@ def summarize(
     margin: float | None = None,
     metric: str | None = None,
     prices: Prices | str | None = RECORDED,
+    recompute: bool = False,
 ) -> Summary:
     """Summarise the trial runs of `experiment` in the store at `tracking_uri`.
 
@@ -78,9 +87,15 @@ def summarize(
     sequential plan is decided by `sweeper.summarize.sequential` at the plan's alpha;
     any other by `sweeper.summarize.decide`. `prices`: what a resource-hour costs
     (the spec's `cost:`, `prices_of`); by default the prices the sweep run recorded
-    (its `sweeper.cost` tag), if any. Raises SummarizeError for input the user must fix.
+    (its `sweeper.cost` tag), if any. A counted trial's best checkpoint comes from the
+    best-checkpoint metrics its run carries when they were logged under this summary's
+    selection (`select.recorded_checkpoint`), else from its metric histories;
+    `recompute` reads the histories of every trial. The trials' validation curves,
+    which only the figures draw, are then absent: `with_curves` reads them. Raises
+    SummarizeError for input the user must fix.
     """
     args = (experiment, sweep, history_path, alpha, aso, inputs, selection, margin, metric, prices)
+    args += (recompute,)
     source = open_source(tracking_uri, client)
     try:
         return _summarize(source, *args)
@@ -101,6 +116,7 @@ def _summarize(
     margin: float | None,
     metric: str | None = None,
     prices: Prices | str | None = RECORDED,
+    recompute: bool = False,
 ) -> Summary:
     if history_path != "auto" and isinstance(source, MlflowSource):
         source = MlflowSource(source.client, history_path)
@@ -126,8 +142,9 @@ def _summarize(
             f"{len(other_inputs)} trial run(s) were made from other inputs than this spec's "
             "(see Not counted): summarise with the overrides the sweep ran with"
         )
+    logged_under = Selection.from_json(next((p.select for p in parents if p.select), None))
     if selection is None:
-        selection = Selection.from_json(next((p.select for p in parents if p.select), None))
+        selection = logged_under
     if metric is not None:
         stored, selection = selection, selection.on(metric)
         if selection.metric != stored.metric:
@@ -138,8 +155,12 @@ def _summarize(
             )
     candidates, not_counted = screen(trial_runs)
     not_counted += other_inputs
-    histories = source.histories([r.run_id for r in candidates], history_keys(selection))
-    trials, unusable = select(candidates, histories, selection)
+    recorded = {}
+    if parents and selection == logged_under and not recompute:
+        recorded = {r.run_id: t for r in candidates if (t := recorded_checkpoint(r, selection))}
+    unread = [r.run_id for r in candidates if r.run_id not in recorded]
+    histories = source.histories(unread, history_keys(selection)) if unread else {}
+    trials, unusable = select(candidates, histories, selection, recorded)
     not_counted = sorted([*not_counted, *unusable], key=_listing_order)
     value_range, difference_range = metric_ranges(selection.primary)
     groups = group_stats(trials, not_counted, value_range)
@@ -236,6 +257,30 @@ def summarize_spec(spec: SweepSpec, tracking_uri: str | None = None, **kwargs) -
     kwargs.setdefault("selection", Selection.of(spec.select))
     kwargs.setdefault("prices", prices_of(spec))
     return summarize(experiment_name(spec), uri, sweep=spec.name, **kwargs)
+
+
+def with_curves(summary: Summary, client: MlflowClient | None = None) -> Summary:
+    """`summary` with every counted trial's validation curve, which the figures draw: a
+    trial whose best checkpoint came from its record (`summarize`) has none until its
+    selection-metric history is read here, from the summary's store (through `client`
+    if given)."""
+    missing = [t.run_id for t in summary.trials if not t.valid_curve]
+    if not missing:
+        return summary
+    metric = summary.selection.metric
+    try:
+        histories = open_source(summary.tracking_uri, client).histories(missing, (metric,))
+    except SqliteReadFailed:
+        source = open_source(summary.tracking_uri, open_client(summary.tracking_uri))
+        histories = source.histories(missing, (metric,))
+
+    def curve(trial: CountedTrial) -> tuple[tuple[int, float], ...]:
+        points = histories.get(trial.run_id, {}).get(metric, ())
+        return trial.valid_curve or tuple(sorted(by_step(points).items()))
+
+    return dataclasses.replace(
+        summary, trials=[dataclasses.replace(t, valid_curve=curve(t)) for t in summary.trials]
+    )
 
 
 def _mixed_versions(counted: Sequence[RunRecord]) -> list[str]:

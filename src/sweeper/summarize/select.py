@@ -19,6 +19,8 @@ The rules (docs/architecture.md, invariants 1 and 3), applied in this order:
    test value from another step.
 
 A step logged twice (a resumed trial re-running a validation) uses its latest value.
+A run's own best-checkpoint metrics give the same point (`recorded_checkpoint`), so the
+summary reads histories only for runs that lack them, and curves only for figures.
 Nothing is dropped silently: every trial run left out becomes a NotCounted with a reason.
 """
 
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from sweeper import record_names
 from sweeper.record_names import RunState, Stage, Status
@@ -111,6 +113,46 @@ def best_checkpoint(
     if best_step not in test:
         return left_out(run, f"no {selection.primary} at its best validation step {best_step}")
     others = {name: by_step(history.get(name, ())).get(best_step) for name in selection.report[1:]}
+    epoch = by_step(history.get(record_names.METRIC_EPOCH, ())).get(best_step)
+    curve = tuple(sorted(valid.items()))
+    return _counted(run, valid[best_step], best_step, epoch, test[best_step], others, curve)
+
+
+def recorded_checkpoint(run: RunRecord, selection: Selection = ACCURACY) -> CountedTrial | None:
+    """The run's best checkpoint as its own best-checkpoint metrics give it
+    (`Selection.best_names`), without its curve; None where they do not give it whole
+    (a value missing or not finite): read its histories then.
+
+    A finished trial logs these metrics once, from the validation points it sent, by
+    `best_checkpoint`'s rule (`tune.trainable.best_points`; corrections of a resumed
+    trial's points are what MLflow's histories hold last, as `by_step` reads them), and
+    the summariser logs them for a counted run that lacks them from its histories, so
+    under the selection they were logged for they are what `best_checkpoint` finds.
+    The caller checks that selection (`sweeper summarize --recompute` checks the rest)."""
+    prefix = record_names.METRIC_BEST_PREFIX
+    valid = _finite(run.latest.get(prefix + selection.metric))
+    test = _finite(run.latest.get(prefix + selection.primary))
+    step = _finite(run.latest.get(record_names.METRIC_BEST_STEP))
+    if valid is None or test is None or step is None or step != int(step):
+        return None
+    others = {name: _finite(run.latest.get(prefix + name)) for name in selection.report[1:]}
+    epoch = _finite(run.latest.get(record_names.METRIC_BEST_EPOCH))
+    return _counted(run, valid, int(step), epoch, test, others, ())
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _counted(
+    run: RunRecord,
+    valid: float,
+    step: int,
+    epoch: float | None,
+    test: float,
+    others: dict[str, float | None],
+    curve: tuple[tuple[int, float], ...],
+) -> CountedTrial:
     return CountedTrial(
         run_id=run.run_id,
         run_name=run.run_name,
@@ -121,13 +163,13 @@ def best_checkpoint(
         method=run.method,
         variant=run.variant,
         seed=run.seed,
-        best_valid=valid[best_step],
-        best_step=best_step,
-        best_epoch=by_step(history.get(record_names.METRIC_EPOCH, ())).get(best_step),
-        test_value=test[best_step],
+        best_valid=valid,
+        best_step=step,
+        best_epoch=epoch,
+        test_value=test,
         wall_time=run.wall_time,
         trainable_params=run.trainable_params,
-        valid_curve=tuple(sorted(valid.items())),
+        valid_curve=curve,
         precision=run.precision,
         diverged=non_finite_loss(run),
         other_tests={name: value for name, value in others.items() if value is not None},
@@ -135,13 +177,20 @@ def best_checkpoint(
 
 
 def select(
-    candidates: Sequence[RunRecord], histories: History, selection: Selection = ACCURACY
+    candidates: Sequence[RunRecord],
+    histories: History,
+    selection: Selection = ACCURACY,
+    recorded: Mapping[str, CountedTrial] | None = None,
 ) -> tuple[list[CountedTrial], list[NotCounted]]:
-    """Best checkpoints of the candidates, in table order (group, then seed)."""
+    """Best checkpoints of the candidates, in table order (group, then seed): from
+    `recorded` (run id -> `recorded_checkpoint`) where it has the run, else from its
+    histories."""
     trials: list[CountedTrial] = []
     not_counted: list[NotCounted] = []
     for run in candidates:
-        result = best_checkpoint(run, histories.get(run.run_id, {}), selection)
+        result = (recorded or {}).get(run.run_id) or best_checkpoint(
+            run, histories.get(run.run_id, {}), selection
+        )
         if isinstance(result, CountedTrial):
             trials.append(result)
         else:
