@@ -27,7 +27,9 @@ pytestmark = pytest.mark.integration
 def test_a_retry_without_its_folder_resumes_from_the_synced_checkpoint(tmp_path, tmp_path_factory):
     from mlflow import MlflowClient
 
-    spec, out = new_sweep(tmp_path, tmp_path_factory, "synced", grid={"seed": [1]}, retries=0)
+    spec, out = new_sweep(
+        tmp_path, tmp_path_factory, "synced", grid={"seed": [1]}, retries=0, sync_interval_s=0
+    )  # a trial of seconds: copied at every validation point all the same
     marker = tmp_path / "crashed-once"
     extra = {"*": {"fail_at_step": 15, "fail_once_marker": str(marker)}}
     with mlflow_server(tmp_path / "server") as server:

@@ -122,8 +122,9 @@ class Lost:
 @pytest.mark.soak  # a multi-minute scenario: `make reliability` runs it
 def test_a_sweep_without_shared_storage_survives_losing_a_node(tmp_path, tmp_path_factory):
     spec, out = new_sweep(
-        tmp_path, tmp_path_factory, "noshare", grid={"seed": SEEDS}, max_concurrent=2, retries=1
-    )
+        tmp_path, tmp_path_factory, "noshare", grid={"seed": SEEDS}, max_concurrent=2,
+        retries=1, sync_interval_s=0,
+    )  # fmt: skip
     with mlflow_server(tmp_path / "server") as server:
         lost = _sweep_and_lose_the_worker(spec, out, server.uri, tmp_path_factory.getbasetemp())
         totals = _check_the_record(server.uri, out, lost)

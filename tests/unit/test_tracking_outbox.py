@@ -13,17 +13,9 @@ from typing import Any
 import pytest
 
 from sweeper import record_names
-from sweeper.tracking.outbox import (
-    NOTE_EVERY_S,
-    QUICK_HTTP,
-    Outbox,
-    TrackingDown,
-    clock_time,
-    is_permanent,
-    quick_http,
-    reason,
-)
+from sweeper.tracking.outbox import NOTE_EVERY_S, Outbox, TrackingDown
 from sweeper.tracking.recorder import MetricLog, Recorder
+from sweeper.tracking.store_errors import QUICK_HTTP, clock_time, is_permanent, quick_http, reason
 
 
 class Clock:
@@ -165,7 +157,6 @@ def test_a_permanent_rejection_is_raised_not_buffered():
 
 
 def test_a_server_whose_database_pool_is_exhausted_is_retried_not_rejected():
-    from sweeper.tracking.outbox import is_permanent
 
     class Busy(Exception):
         error_code = "BAD_REQUEST"  # what MLflow 3.17's server answers then

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -61,9 +62,11 @@ def train_until(out: Path, step: int, best_step: int) -> None:
         events.write(event(step, "valid").to_json() + "\n")
 
 
-def sync_for(out: Path, repo: CountingRepo, every: int = 1) -> CheckpointSync:
+def sync_for(
+    out: Path, repo: CountingRepo, every: int = 1, interval_s: float = 0.0, copies: bool = True
+) -> CheckpointSync:
     warnings: list[str] = []
-    sync = CheckpointSync(repo, out, every, warnings.append)  # type: ignore[arg-type]
+    sync = CheckpointSync(repo, out, every, warnings.append, interval_s, copies)  # type: ignore[arg-type]
     sync.start(FakeTrainer(), Job(out))  # type: ignore[arg-type]
     sync.warnings = warnings  # type: ignore[attr-defined]
     return sync
@@ -126,6 +129,45 @@ def test_every_n_validation_points(tmp_path: Path):
     sync.on_event(event(5))
     sync.close()
     assert sync.synced == [4]
+
+
+def test_no_copy_within_the_interval_of_the_start_or_the_last_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A point is copied once `interval_s` has passed since the attempt's start (a
+    trial of seconds copies nothing), then not again until it passes once more."""
+    import sweeper.tracking.resume_sync as resume_sync
+
+    now = [1000.0]
+    monkeypatch.setattr(resume_sync.time, "monotonic", lambda: now[0])
+    out, repo = tmp_path / "trial", CountingRepo(tmp_path / "store")
+    sync = sync_for(out, repo, interval_s=30.0)
+    for step, clock, copied in (
+        (2, 1010.0, []),
+        (4, 1031.0, [4]),
+        (6, 1050.0, [4]),
+        (8, 1062.0, [4, 8]),
+    ):
+        now[0] = clock
+        train_until(out, step, best_step=step)
+        sync.on_event(event(step, "valid"))
+        sync.on_event(event(step + 1))
+        deadline = time.time() + 20  # the copy runs on the sync's own thread
+        while sync.synced != copied and time.time() < deadline:
+            time.sleep(0.01)
+        assert sync.synced == copied
+    sync.close()
+    assert sync.synced == [4, 8]
+
+
+def test_discard_sends_nothing_where_no_attempt_made_copies(tmp_path: Path):
+    out, repo = tmp_path / "trial", CountingRepo(tmp_path / "store")
+    deleted: list[object] = []
+    repo.delete_artifacts = lambda path=None: deleted.append(path)  # type: ignore[method-assign]
+    sync_for(out, repo, copies=False).discard()
+    assert deleted == []
+    sync_for(out, repo, copies=True).discard()  # an earlier attempt's may be there
+    assert deleted == [None]
 
 
 def test_a_folder_with_its_own_checkpoint_is_not_overwritten(tmp_path: Path):

@@ -105,6 +105,11 @@ class SweepSpec(Strict):
     0. Only with a remote artifact store (a tracking server, S3): with a local store
     every trial runs where its folder is. 1 (default): every validation point; N: every
     Nth (less upload traffic, more steps redone after a node loss); 0: never."""
+    sync_interval_s: float = Field(30.0, ge=0)
+    """Least seconds between two such copies, and from a trial's start to its first:
+    a node lost sooner costs less training than copying would cost requests and
+    bandwidth (a trial of a few seconds copies nothing). 0: every `sync_every` points.
+    A checkpoint saved on a preemption notice is always copied."""
 
     @model_validator(mode="after")
     def _confirm_seeds_not_tuned(self) -> SweepSpec:

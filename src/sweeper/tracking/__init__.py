@@ -14,6 +14,7 @@ the sweep wrote. MLflow itself is imported only inside the functions that talk t
   sweep_run.py    the parent run: spec, provenance, cluster
   recorder.py     the driver, sole writer of trial statuses/metrics/errors (deduplicated)
   outbox.py       the driver's writes, kept in order and retried while the store is away
+  store_errors.py what a failed write means: retry or not, why in words, MLflow's retries off
   cost_ledger.py  what each trial held and used, per attempt and in total (lost work too)
   inputs.py       what a sweep's trials compute from, and the check on --resume
   lineage.py      which prepared data a run trained and was measured on

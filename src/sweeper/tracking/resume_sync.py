@@ -5,10 +5,13 @@ last checkpoint in its trial folder, which is on the node that failed; without a
 shared filesystem the retry would start again from step 0. So, when the artifact store
 is remote (`staging.is_remote`), the trial copies what a resume needs (the trainer's
 last and best checkpoints, `Trainer.checkpoints`, and its events file) to the trial
-run's artifacts under `resume/`, every `spec.sync_every` validation points and once
-more when the trainer saved a checkpoint on a preemption notice (with the trial's
-preemptions, `record_names.PREEMPTIONS_FILE`); a trial whose folder has no
-checkpoint `restore`s the newest copy before the trainer starts.
+run's artifacts under `resume/`, every `spec.sync_every` validation points but not
+within `spec.sync_interval_s` seconds of the attempt's start or its last sync (a node
+loss then costs less training than the copies would cost requests and bandwidth),
+and once more when the trainer saved a checkpoint on a preemption notice (with the
+trial's preemptions, `record_names.PREEMPTIONS_FILE`); a trial whose folder has no
+checkpoint `restore`s the newest copy before the trainer starts. A finished trial
+deletes its copies (`discard`), where there may be any.
 
 Never a torn file. A checkpoint is synced only once the trainer has moved past the
 validation point it belongs to (the next event with a later step: every trainer saves
@@ -35,6 +38,7 @@ import re
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -141,26 +145,31 @@ def _prune(repo: ArtifactRepository, keep: str, used: set[str], known: set[str])
         log.warning("pruning old resume copies failed: %s", exc)
 
 
-def restore(repo: ArtifactRepository, out_dir: Path) -> int | None:
-    """Put the newest intact synced copy into `out_dir`; returns its step, or None when
-    there is none (or none intact). Only for a folder with no checkpoint of its own:
-    a node that ran the trial before resumes from its own files."""
+def has_checkpoint(out_dir: Path) -> bool:
+    """The trial folder holds a checkpoint of its own (this node ran the trial before)."""
     checkpoints = out_dir / record_names.CHECKPOINT_DIR
-    if checkpoints.is_dir() and any(p.is_file() for p in checkpoints.rglob("*")):
-        return None
+    return checkpoints.is_dir() and any(p.is_file() for p in checkpoints.rglob("*"))
+
+
+def synced_manifests(repo: ArtifactRepository) -> list[str] | None:
+    """The synced copies' manifests, newest first; None when they cannot be listed."""
     try:
-        names = sorted(
-            (
-                Path(i.path).name
-                for i in repo.list_artifacts()
-                if Path(i.path).name.startswith(MANIFEST_PREFIX)
-            ),
-            reverse=True,
-        )
+        found = (Path(i.path).name for i in repo.list_artifacts())
+        return sorted((n for n in found if n.startswith(MANIFEST_PREFIX)), reverse=True)
     except Exception as exc:
         log.warning("listing synced checkpoints failed: %s", exc)
         return None
-    for name in names:
+
+
+def restore(repo: ArtifactRepository, out_dir: Path, names: list[str] | None = None) -> int | None:
+    """Put the newest intact synced copy into `out_dir`; returns its step, or None when
+    there is none (or none intact). Only for a folder with no checkpoint of its own:
+    a node that ran the trial before resumes from its own files. `names`: the
+    manifests as `synced_manifests` listed them (listed here if not given)."""
+    if has_checkpoint(out_dir):
+        return None
+    names = synced_manifests(repo) if names is None else names
+    for name in names or ():
         with tempfile.TemporaryDirectory(prefix="sweeper-restore-") as tmp:
             try:
                 manifest = json.loads(Path(repo.download_artifacts(name, tmp)).read_text())
@@ -212,18 +221,30 @@ class CheckpointSync:
     """Syncs a running trial's resume state (see the module docstring).
 
     `start(trainer, job)` once the job is known, `on_event` for every metric event,
-    `close()` when the trainer has ended (waits for an upload in flight)."""
+    `close()` when the trainer has ended (waits for an upload in flight). `copies`:
+    whether the run's artifacts may already hold copies (an earlier attempt's), which
+    `discard` then deletes even if this attempt synced none."""
 
     def __init__(
-        self, repo: ArtifactRepository, out_dir: Path, every: int, warn: Callable[[str], None]
+        self,
+        repo: ArtifactRepository,
+        out_dir: Path,
+        every: int,
+        warn: Callable[[str], None],
+        interval_s: float = 0.0,
+        copies: bool = True,
     ):
         self._repo = repo
         self._out = Path(out_dir)
         self._every = max(1, every)
+        self._interval_s = interval_s
         self._warn = warn
+        self._copies = copies
         self._trainer: Trainer | None = None
         self._job: TrialJob | None = None
         self._valid_points = 0
+        self._last = time.monotonic()
+        """When the attempt started or the last sync was asked for."""
         self._due: int | None = None
         self._request: int | None = None
         self._known: set[str] | None = None
@@ -244,12 +265,16 @@ class CheckpointSync:
                 self._cond.notify()
             if event.split == "valid":
                 self._valid_points += 1
-                if self._valid_points % self._every == 0:
-                    self._due = event.step
+                waited = time.monotonic() - self._last >= self._interval_s
+                if self._valid_points >= self._every and waited:
+                    self._due, self._valid_points = event.step, 0
+                    self._last = time.monotonic()
 
     def discard(self) -> None:
-        """The trial finished: its resume copies are no longer needed."""
-        discard(self._repo)
+        """The trial finished: its resume copies are no longer needed (none to delete
+        when no attempt made any)."""
+        if self._copies or self.synced:
+            discard(self._repo)
 
     def sync_now(self, step: int) -> None:
         """Sync the trainer's checkpoint as of `step` on this thread, after `close()`:

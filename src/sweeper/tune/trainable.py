@@ -365,18 +365,26 @@ def _checkpoint_sync(ctx: TrialContext, ref: RunRef, out: Path) -> CheckpointSyn
     """With a remote artifact store: restore a checkpoint synced by an earlier attempt
     (on any node) into a folder that has none, and sync this attempt's as it goes
     (`sweeper.tracking.resume_sync`). None with a local store or `sync_every: 0`."""
-    from sweeper.tracking.resume_sync import CheckpointSync, restore, resume_repo
+    from sweeper.tracking.resume_sync import (
+        CheckpointSync,
+        has_checkpoint,
+        restore,
+        resume_repo,
+        synced_manifests,
+    )
     from sweeper.tracking.staging import is_remote
 
     if ctx.spec.sync_every == 0 or not is_remote(ref.artifact_uri):
         return None
     repo = resume_repo(ref.artifact_uri, ctx.tracking_uri)
-    step = restore(repo, out)
+    names = None if has_checkpoint(out) else synced_manifests(repo)
+    step = restore(repo, out, names) if names else None
     if step is not None:
         with open(out / record_names.TRAINER_LOG_FILE, "a", encoding="utf-8") as log:
             log.write(f"sweeper: restored the checkpoint synced at step {step}\n")
     warn = logging.getLogger(__name__).warning
-    return CheckpointSync(repo, out, ctx.spec.sync_every, warn)
+    every, interval = ctx.spec.sync_every, ctx.spec.sync_interval_s
+    return CheckpointSync(repo, out, every, warn, interval, copies=names != [])
 
 
 def _leave_on_notice(
