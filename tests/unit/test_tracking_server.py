@@ -10,16 +10,23 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from sweeper.tracking.server import StoreMissing, TrackingUnreachable, check_server, is_server
+from sweeper.tracking.server import (
+    STORE_PROBE,
+    StoreMissing,
+    TrackingUnreachable,
+    check_server,
+    is_server,
+)
 
 
-def _serve(status: int) -> tuple[ThreadingHTTPServer, list[str]]:
+def _serve(status: int, store: int | None = None) -> tuple[ThreadingHTTPServer, list[str]]:
+    """Answers `/health` with `status`, every other path with `store` (else `status`)."""
     seen: list[str] = []
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             seen.append(self.path)
-            self.send_response(status)
+            self.send_response(status if store is None or self.path == "/health" else store)
             self.end_headers()
             self.wfile.write(b"OK")
 
@@ -35,8 +42,8 @@ def _serve(status: int) -> tuple[ThreadingHTTPServer, list[str]]:
 def server_factory() -> Iterator:
     servers: list[ThreadingHTTPServer] = []
 
-    def make(status: int) -> tuple[str, list[str]]:
-        server, seen = _serve(status)
+    def make(status: int, store: int | None = None) -> tuple[str, list[str]]:
+        server, seen = _serve(status, store)
         servers.append(server)
         return f"http://127.0.0.1:{server.server_address[1]}", seen
 
@@ -55,7 +62,16 @@ def _closed_port() -> int:
 def test_a_healthy_server_passes(server_factory):
     uri, seen = server_factory(200)
     check_server(uri + "/")
-    assert seen == ["/health"]
+    assert seen == ["/health", STORE_PROBE]
+
+
+def test_a_server_whose_database_is_down_is_reported(server_factory):
+    """MLflow's `/health` answers 200 while its database is down; a read says 503."""
+    uri, seen = server_factory(200, store=503)
+    with pytest.raises(TrackingUnreachable, match=r"its backend store does not \(HTTP 503"):
+        check_server(uri)
+    check_server(uri, store=False)  # finding a cluster's server asks `/health` only
+    assert seen == ["/health", STORE_PROBE, "/health"]
 
 
 def test_a_server_answering_4xx_is_reachable(server_factory):

@@ -162,7 +162,8 @@ def running_cluster(timeout: float = 2.0) -> ClusterState | None:
     from sweeper.tracking.server import TrackingUnreachable, check_server
 
     try:
-        check_server(state.tracking_uri, timeout=timeout)
+        check_server(state.tracking_uri, timeout=timeout, store=False)  # the caller's own
+        # check then says whether its database answers
     except TrackingUnreachable:
         return None
     return state

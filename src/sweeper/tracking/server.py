@@ -3,7 +3,8 @@
 docs/architecture.md, invariant 5: an unreachable tracking server is reported before
 any trial starts, with exit code 2. MLflow's own client would retry a dead server for
 minutes (and only when the first run is logged), so the driver asks the server's
-`/health` endpoint once, with a short timeout, before doing anything else.
+`/health` endpoint once, with a short timeout, before doing anything else, then one
+read its database must answer (a server whose database is down is up all the same).
 
 `check_server` is that check for every command: `sweeper run` calls it before opening
 the store (a local store that does not exist yet is created), `sweeper summarize` and
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
     from mlflow import MlflowClient
 
 HEALTH_TIMEOUT_S = 5.0
+STORE_PROBE = "/api/2.0/mlflow/experiments/search?max_results=1"
+"""A read the server answers from its backend store: the smallest experiment search."""
 SERVER_SCHEMES = frozenset({"http", "https", "databricks"})
 
 
@@ -64,19 +67,30 @@ def is_server(uri: str) -> bool:
     return urlparse(uri).scheme.lower() in SERVER_SCHEMES
 
 
-def check_server(uri: str, timeout: float = HEALTH_TIMEOUT_S, *, must_exist: bool = False) -> None:
-    """Raise TrackingUnreachable unless the http(s) server at `uri` answers `/health`;
-    DriverMissing (`sweeper.tracking.drivers`) for a database URI whose driver is not
-    installed; with `must_exist`, also StoreMissing for a local store that is not there.
+def check_server(
+    uri: str,
+    timeout: float = HEALTH_TIMEOUT_S,
+    *,
+    must_exist: bool = False,
+    store: bool = True,
+) -> None:
+    """Raise TrackingUnreachable unless the http(s) server at `uri` answers `/health`
+    and (with `store`) a request its backend store must answer (`STORE_PROBE`: MLflow's
+    `/health` says 200 while the server's database is down, and its other endpoints
+    then answer 503); DriverMissing (`sweeper.tracking.drivers`) for a database URI
+    whose driver is not installed; with `must_exist`, also StoreMissing for a local
+    store that is not there.
 
     Any HTTP answer below 500 counts as reachable (a proxy may hide `/health`, and an
     authentication error is better reported by MLflow itself); no answer, or a 5xx,
-    does not. A database's own reachability is left to MLflow (its connection error
-    names the host).
+    does not. A database URI given to sweeper itself is left to MLflow (its connection
+    error names the host).
     """
     scheme = urlparse(uri).scheme.lower()
     if scheme in {"http", "https"}:
         _ask_health(uri, timeout)
+        if store:
+            _ask_store(uri, timeout)
         return
     check_driver(uri)
     if must_exist:
@@ -92,6 +106,23 @@ def _ask_health(uri: str, timeout: float) -> None:
         if exc.code < 500:
             return
         reason = f"HTTP {exc.code} from {url}"
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = str(getattr(exc, "reason", exc))
+    raise TrackingUnreachable(uri, reason)
+
+
+def _ask_store(uri: str, timeout: float) -> None:
+    url = uri.rstrip("/") + STORE_PROBE
+    try:
+        with urllib.request.urlopen(url, timeout=timeout):
+            return
+    except urllib.error.HTTPError as exc:
+        if exc.code < 500:
+            return
+        reason = (
+            f"the server answers, its backend store does not (HTTP {exc.code} from {url}): "
+            "is its database (e.g. PostgreSQL) running and reachable from the server?"
+        )
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = str(getattr(exc, "reason", exc))
     raise TrackingUnreachable(uri, reason)
