@@ -41,6 +41,10 @@ if TYPE_CHECKING:
 HEALTH_TIMEOUT_S = 5.0
 STORE_PROBE = "/api/2.0/mlflow/experiments/search?max_results=1"
 """A read the server answers from its backend store: the smallest experiment search."""
+STORE_DOWN = (
+    "the server answers, its backend store does not ({}): is its database (e.g. "
+    "PostgreSQL) running and reachable from the server?"
+)
 SERVER_SCHEMES = frozenset({"http", "https", "databricks"})
 
 
@@ -88,41 +92,26 @@ def check_server(
     """
     scheme = urlparse(uri).scheme.lower()
     if scheme in {"http", "https"}:
-        _ask_health(uri, timeout)
+        _ask(uri, "/health", timeout)
         if store:
-            _ask_store(uri, timeout)
+            _ask(uri, STORE_PROBE, timeout, STORE_DOWN)
         return
     check_driver(uri)
     if must_exist:
         _check_local(uri, scheme)
 
 
-def _ask_health(uri: str, timeout: float) -> None:
-    url = uri.rstrip("/") + "/health"
+def _ask(uri: str, path: str, timeout: float, on_5xx: str = "{}") -> None:
+    """TrackingUnreachable unless `uri` + `path` answers below HTTP 500; a 5xx answer's
+    reason is `on_5xx` with `HTTP <code> from <url>` in its braces."""
+    url = uri.rstrip("/") + path
     try:
         with urllib.request.urlopen(url, timeout=timeout):
             return
     except urllib.error.HTTPError as exc:
         if exc.code < 500:
             return
-        reason = f"HTTP {exc.code} from {url}"
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = str(getattr(exc, "reason", exc))
-    raise TrackingUnreachable(uri, reason)
-
-
-def _ask_store(uri: str, timeout: float) -> None:
-    url = uri.rstrip("/") + STORE_PROBE
-    try:
-        with urllib.request.urlopen(url, timeout=timeout):
-            return
-    except urllib.error.HTTPError as exc:
-        if exc.code < 500:
-            return
-        reason = (
-            f"the server answers, its backend store does not (HTTP {exc.code} from {url}): "
-            "is its database (e.g. PostgreSQL) running and reachable from the server?"
-        )
+        reason = on_5xx.format(f"HTTP {exc.code} from {url}")
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = str(getattr(exc, "reason", exc))
     raise TrackingUnreachable(uri, reason)
