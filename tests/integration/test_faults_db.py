@@ -19,9 +19,6 @@ these tests started are signalled, by pid.
 
 from __future__ import annotations
 
-import os
-import signal
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,18 +26,19 @@ import pytest
 from sweeper import record_names
 from tests.support.cluster import mlflow_server
 from tests.support.faults import (
+    RESUME_FAULTS,
     Outage,
     database_stopped,
+    kill_driver_once,
     server_counts,
     server_restarted,
     start_sweep,
     sweep_through_outage,
-    trial_folder,
-    wait_for_text,
+    trainer_log,
 )
 from tests.support.postgres import PostgresServer, postgres_server
 from tests.support.reliability import record
-from tests.support.sweeps import kill_group, new_sweep, roles_in, run_sweeper, sweeper_env
+from tests.support.sweeps import new_sweep, roles_in, run_sweeper, sweeper_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -137,9 +135,6 @@ def test_a_restarted_tracking_server_on_postgresql_loses_no_metric_point(
     )
 
 
-RESUME_FAULTS = {"*": {"sleep_per_step": 0.4}, "random-full-s1": {"sleep_per_step": 0.02}}
-
-
 @pytest.mark.soak  # a multi-minute scenario: `make reliability` runs it
 def test_a_killed_driver_on_postgresql_resumes_every_point_once(
     tmp_path, tmp_path_factory, postgres: PostgresServer, postgres_uri: str
@@ -154,14 +149,9 @@ def test_a_killed_driver_on_postgresql_resumes_every_point_once(
     with mlflow_server(tmp_path / "server", backend_store_uri=postgres_uri) as server:
         client = MlflowClient(server.uri)
         proc = start_sweep(log, spec, "--tracking-uri", server.uri, env=sweeper_env(RESUME_FAULTS))
-        try:
-            wait_for_text(log, ["s1: finished", "s2: step 10/20"], proc, timeout=180)
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
-        finally:
-            kill_group(proc.pid)  # Ray's helpers left behind by the killed driver
+        kill_driver_once(log, proc, ["s1: finished", "s2: step 10/20"])
         _, before = roles_in(client, "pgresume")
-        s1_log = _trainer_log(out, 1).read_text()
+        s1_log = trainer_log(out, 1).read_text()
         resumed = run_sweeper(
             "run", spec, "--tracking-uri", server.uri, "--resume", extra=RESUME_FAULTS
         )
@@ -179,8 +169,8 @@ def test_a_killed_driver_on_postgresql_resumes_every_point_once(
     assert sorted(counts) == SEEDS
     for seed, (points, missing, extra) in counts.items():
         assert points > 0 and (missing, extra) == (0, 0), f"s{seed}: {points} {missing} {extra}"
-    assert _trainer_log(out, 1).read_text() == s1_log  # the finished trial not run again
-    assert "starting at step 10" in _trainer_log(out, 2).read_text()
+    assert trainer_log(out, 1).read_text() == s1_log  # the finished trial not run again
+    assert "starting at step 10" in trainer_log(out, 2).read_text()
     points, missing, extra = (sum(c[i] for c in counts.values()) for i in range(3))
     record(
         "db3. driver SIGKILLed, then `--resume`, on PostgreSQL",
@@ -194,9 +184,3 @@ def test_a_killed_driver_on_postgresql_resumes_every_point_once(
         f"or extra; PostgreSQL's metrics table: {rows[0]} rows for {rows[1]} (run, key, "
         "step)",
     )
-
-
-def _trainer_log(out: Path, seed: int) -> Path:
-    folder = trial_folder(out, seed)
-    assert folder is not None, f"no folder for s{seed}"
-    return folder / record_names.TRAINER_LOG_FILE

@@ -9,65 +9,30 @@ ends with exactly one FINISHED run whose metric steps are each logged once.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
 from sweeper import record_names
+from tests.support.faults import RESUME_FAULTS, kill_driver_once, start_sweep, trainer_log
 from tests.support.reliability import record
 from tests.support.sweeps import (
     history,
-    kill_group,
     new_sweep,
     run_sweeper,
     runs_by_role,
-    sweeper_command,
     sweeper_env,
 )
 
 pytestmark = pytest.mark.integration
-
-FAULTS = {"*": {"sleep_per_step": 0.4}, "random-full-s1": {"sleep_per_step": 0.02}}
-
-
-def _wait_for(path: Path, texts: list[str], proc: subprocess.Popen, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        content = path.read_text(encoding="utf-8") if path.exists() else ""
-        if all(t in content for t in texts):
-            return
-        if proc.poll() is not None:
-            pytest.fail(f"sweeper exited early ({proc.returncode}):\n{content[-3000:]}")
-        time.sleep(0.2)
-    pytest.fail(f"timed out waiting for {texts}")
-
-
-def _trial_log(out: Path, seed: int) -> Path:
-    return next((out / "trials").glob(f"dummy-random-full-s{seed}-*/trainer.log"))
 
 
 @pytest.mark.soak  # a multi-minute scenario: `make reliability` runs it
 def test_killed_driver_then_resume(tmp_path, tmp_path_factory):
     spec, out = new_sweep(tmp_path, tmp_path_factory, "resume", grid={"seed": [1, 2, 3, 4]})
     log = tmp_path / "first.log"
-    with open(log, "w", encoding="utf-8") as stdout:
-        proc = subprocess.Popen(
-            sweeper_command("run", spec),
-            stdout=stdout,
-            stderr=subprocess.STDOUT,
-            env=sweeper_env(FAULTS),
-            start_new_session=True,
-        )
-    try:
-        _wait_for(log, ["s1: finished", "s2: step 10/20"], proc, timeout=180)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        kill_group(proc.pid)  # Ray's helpers left behind by the killed driver
+    proc = start_sweep(log, spec, env=sweeper_env(RESUME_FAULTS))
+    kill_driver_once(log, proc, ["s1: finished", "s2: step 10/20"])
     time.sleep(1)
 
     _, before = runs_by_role(out, "resume")
@@ -75,12 +40,12 @@ def test_killed_driver_then_resume(tmp_path, tmp_path_factory):
     status_before = {int(r.data.tags[record_names.TAG_SEED]): r.info.status for r in before}
     assert len(before) == 4
     assert status_before[1] == "FINISHED" and status_before[2] == "RUNNING"
-    s1_log = _trial_log(out, 1).read_text()
+    s1_log = trainer_log(out, 1).read_text()
 
     refused = run_sweeper("run", spec, timeout=60)
     assert refused.returncode == 2 and "--resume" in refused.stderr
 
-    resumed = run_sweeper("run", spec, "--resume", extra=FAULTS)
+    resumed = run_sweeper("run", spec, "--resume", extra=RESUME_FAULTS)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "1 finished before, 3 to resume, 0 new" in resumed.stdout
     assert "dummy-random-full-s1: started" not in resumed.stdout
@@ -100,8 +65,8 @@ def test_killed_driver_then_resume(tmp_path, tmp_path_factory):
             20,
         ]
         points += len(steps)
-    assert _trial_log(out, 1).read_text() == s1_log  # finished trial not re-run
-    assert "starting at step 10" in _trial_log(out, 2).read_text()  # resumed from checkpoint
+    assert trainer_log(out, 1).read_text() == s1_log  # finished trial not re-run
+    assert "starting at step 10" in trainer_log(out, 2).read_text()  # resumed from checkpoint
     record(
         "c. driver SIGKILLed, then `--resume`",
         "SIGKILL to the `sweeper run` driver once s1 had finished and s2 had passed its "

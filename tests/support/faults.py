@@ -63,6 +63,13 @@ def trial_folder(out: Path, seed: int) -> Path | None:
     return next((out / "trials").glob(f"dummy-random-full-s{seed}-*"), None)
 
 
+def trainer_log(out: Path, seed: int) -> Path:
+    """The trainer log of the dummy trial of `seed` (its folder must exist)."""
+    folder = trial_folder(out, seed)
+    assert folder is not None, f"no folder for s{seed}"
+    return folder / record_names.TRAINER_LOG_FILE
+
+
 def checkpoint_step(folder: Path) -> int:
     """The step of the trial's last checkpoint (0: none yet)."""
     last = folder / record_names.CHECKPOINT_DIR / "last.json"
@@ -141,6 +148,21 @@ def wait_for_text(
         return all(text in content for text in texts)
 
     wait_until(printed, proc, log, timeout)
+
+
+RESUME_FAULTS = {"*": {"sleep_per_step": 0.4}, "random-full-s1": {"sleep_per_step": 0.02}}
+"""The killed-driver scenarios' dummy trials: s1 fast (it finishes first), the rest slow."""
+
+
+def kill_driver_once(log: Path, proc: subprocess.Popen[bytes], texts: list[str]) -> None:
+    """SIGKILL the driver once its output holds `texts` (nothing of its own runs at
+    exit), then the Ray helpers its process group leaves behind."""
+    try:
+        wait_for_text(log, texts, proc, timeout=180)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        kill_group(proc.pid)
 
 
 def event_lines(out: Path) -> int:
