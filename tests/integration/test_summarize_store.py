@@ -848,3 +848,20 @@ def test_best_checkpoint_metrics_give_what_the_histories_give(store, tmp_path):
     got = next(t for t in fallback.trials if t.run_id == one.run_id)
     assert got == one  # its histories read: curve included
     assert with_curves(fallback).trials == truth.trials
+
+
+def test_a_sqlite_file_that_fails_its_sql_read_is_read_through_mlflow(store, monkeypatch):
+    """A locked or damaged file (the SQL read raises) is read again with MLflow's client:
+    the summary, and the curves read for figures, are the same."""
+    from sweeper.summarize.core import with_curves
+    from sweeper.summarize.source import SqliteReadFailed, StoreSource
+
+    expected = with_curves(summarize("lab", store["uri"]))
+
+    def locked(*_: object) -> None:
+        raise SqliteReadFailed("database is locked")
+
+    monkeypatch.setattr(StoreSource, "_read", locked)
+    assert with_curves(summarize("lab", store["uri"])) == expected
+    bare = replace(expected, trials=[replace(t, valid_curve=()) for t in expected.trials])
+    assert with_curves(bare) == expected

@@ -9,8 +9,8 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import Counter
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 from sweeper import record_names
 from sweeper.record_names import Stage
@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 
     from sweeper.spec.schema import SweepSpec
 
+
+T = TypeVar("T")
 
 RECORDED = "recorded"
 """`summarize(prices=RECORDED)`: the prices the sweep run recorded (`sweeper.cost`)."""
@@ -94,14 +96,23 @@ def summarize(
     which only the figures draw, are then absent: `with_curves` reads them. Raises
     SummarizeError for input the user must fix.
     """
-    args = (experiment, sweep, history_path, alpha, aso, inputs, selection, margin, metric, prices)
-    args += (recompute,)
-    source = open_source(tracking_uri, client)
+
+    def read(source: RunSource) -> Summary:
+        return _summarize(
+            source, experiment, sweep, history_path, alpha, aso, inputs, selection, margin,
+            metric, prices, recompute,
+        )  # fmt: skip
+
+    return _read(tracking_uri, client, read)
+
+
+def _read(uri: str, client: MlflowClient | None, read: Callable[[RunSource], T]) -> T:
+    """`read` on the store at `uri` as `open_source` opens it; a locked or damaged
+    SQLite file is read again through MLflow's client, which says what is wrong."""
     try:
-        return _summarize(source, *args)
-    except SqliteReadFailed:  # a locked or damaged file: MLflow's client says which
-        source = open_source(tracking_uri, open_client(tracking_uri))
-        return _summarize(source, *args)
+        return read(open_source(uri, client))
+    except SqliteReadFailed:
+        return read(open_source(uri, open_client(uri)))
 
 
 def _summarize(
@@ -268,11 +279,7 @@ def with_curves(summary: Summary, client: MlflowClient | None = None) -> Summary
     if not missing:
         return summary
     metric = summary.selection.metric
-    try:
-        histories = open_source(summary.tracking_uri, client).histories(missing, (metric,))
-    except SqliteReadFailed:
-        source = open_source(summary.tracking_uri, open_client(summary.tracking_uri))
-        histories = source.histories(missing, (metric,))
+    histories = _read(summary.tracking_uri, client, lambda s: s.histories(missing, (metric,)))
 
     def curve(trial: CountedTrial) -> tuple[tuple[int, float], ...]:
         points = histories.get(trial.run_id, {}).get(metric, ())
