@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from sweeper import record_names
+from sweeper.deploy.state import running
 from sweeper.tracking.links import FIRST_VIEW
 from tests.support.cluster import RAY, SWEEPER, sweeper_cluster_up
 from tests.support.processes import clean_env
@@ -250,7 +251,7 @@ def test_status_refusal_and_down_stop_only_what_up_started(up: Up, tmp_path: Pat
         down = _run([SWEEPER, "cluster", "down"], up.env, up.checkout, timeout=120)
         assert down.returncode == 0 and "cluster stopped" in down.stdout, down.stderr
         assert bystander.poll() is None  # not ours to stop
-        left = [p for p in ours if _alive(p)]
+        left = [p for p in ours if running(p)]
         assert left == [], [_cmdline(p)[:200] for p in left]
         assert not up.state_file.exists()
         assert not Path(temp_dir).exists()
@@ -279,15 +280,6 @@ def _pgid(pid: int) -> int:
         return os.getpgid(pid)
     except OSError:
         return -1
-
-
-def _alive(pid: int) -> bool:
-    """Running, not a zombie waiting for a parent to reap it."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"
 
 
 @pytest.mark.soak  # a multi-minute scenario: `make reliability` runs it

@@ -46,6 +46,7 @@ from sweeper.deploy.state import (
     group_members,
     load_state,
     remove_state,
+    running,
     save_state,
     signal_group,
     state_path,
@@ -329,9 +330,17 @@ def down(log=print) -> bool:
     for pgid in groups:
         if _group_exists(pgid) and signal_group(pgid, signal.SIGKILL):
             log(f"process group {pgid}: what outlived SIGTERM for {STOP_GRACE_S:g} s was killed")
-    for pid in _pids_naming(state.ray_temp_dir):  # Ray daemons/workers that left the group
+    killed = _pids_naming(state.ray_temp_dir)  # Ray daemons/workers that left the group
+    for pid in killed:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
+    # SIGKILL is delivered, not done: a process still frees its memory and ports after
+    # it. `down` returns once they are gone, so a new `up` finds the ports free.
+    deadline = time.monotonic() + STOP_GRACE_S
+    while time.monotonic() < deadline and (
+        any(_group_exists(g) for g in groups) or any(running(p) for p in killed)
+    ):
+        time.sleep(0.1)
     shutil.rmtree(state.ray_temp_dir, ignore_errors=True)
     remove_state()
     return True

@@ -119,16 +119,26 @@ def group_members(pgid: int) -> list[int]:
     running (a `ray start` whose launcher exited is reparented and may stay a zombie)."""
     members = []
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            members.append(int(entry.name))
+        if entry.name.isdigit():
+            fields = _stat_fields(int(entry.name))
+            if fields and fields[0] != "Z" and int(fields[2]) == pgid:
+                members.append(int(entry.name))
     return members
+
+
+def running(pid: int) -> bool:
+    """The process exists and has not finished (a zombie, or a pid gone, is not)."""
+    fields = _stat_fields(pid)
+    return bool(fields) and fields[0] != "Z"
+
+
+def _stat_fields(pid: int) -> list[str]:
+    """/proc/PID/stat after "pid (comm) ": state, ppid, pgid, ...; [] when gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return []
+    return stat[stat.rindex(")") + 2 :].split()
 
 
 def group_alive(pgid: int, marker: bytes = b"") -> bool:
