@@ -11,6 +11,7 @@
   stats.py        Table 2 per group (t and bootstrap CIs, uncounted runs by outcome); the
                   tests: Welch, paired t, Wilcoxon, bootstrap
   resampling.py   the BCa bootstrap and the Wilcoxon p on numpy (scipy's procedures)
+  exact.py        the exact sign-flip test of seed-matched differences (and its TOST)
   compare.py      which groups are compared (every axis that varies), paired or not; P(A>B)
   decide.py       seeds fixed in advance: Holm (or, with a margin, Bonferroni intervals),
                   a decision each, seeds needed; ASO option

@@ -28,7 +28,7 @@ EXACT_MAX_N = 50
 """Up to this many differences without ties or zeros, the p-value is exact."""
 PATTERNS_MAX_N = 13
 """Up to this many differences with ties or zeros, every sign pattern is counted."""
-_RELATIVE_TOLERANCE = np.finfo(np.float64).eps * 100
+RELATIVE_TOLERANCE = np.finfo(np.float64).eps * 100
 """How close a permuted statistic must be to the observed one to count as equal
 (ties of average ranks are sums of halves, which floating point may not hit)."""
 
@@ -129,7 +129,7 @@ def _all_sign_patterns_p(ranks: np.ndarray, observed: float) -> float:
     m = len(ranks)
     patterns = (np.arange(2**m)[:, np.newaxis] >> np.arange(m)) & 1
     null = patterns @ ranks
-    gamma = abs(observed * _RELATIVE_TOLERANCE)
+    gamma = abs(observed * RELATIVE_TOLERANCE)
     less = np.count_nonzero(null <= observed + gamma) / len(null)
     greater = np.count_nonzero(null >= observed - gamma) / len(null)
     return float(min(1.0, 2 * min(less, greater)))
