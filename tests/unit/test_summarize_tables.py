@@ -135,7 +135,7 @@ def test_tables_show_the_records():
     ]
     assert table2.text_rows()[0][9] == "1,234,567"
     assert table2.text_rows()[1][3:5] == ["n/a", "n/a"]  # fairseq/random: n = 1
-    assert comparisons.text_rows()[0][:17] == [
+    assert comparisons.text_rows()[0][:18] == [
         "init",
         "pretrained - random",
         "fairseq/full",
@@ -147,6 +147,7 @@ def test_tables_show_the_records():
         "n/a",  # p
         "n/a",  # Wilcoxon: unpaired
         "n/a",  # Holm
+        "n/a",  # exact sign-flip p: unpaired
         "n/a",  # decision interval: n = 1 in a group
         "undecided",
         "n/a",  # equivalent within

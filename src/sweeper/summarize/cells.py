@@ -42,13 +42,20 @@ def metric_format(metric: str) -> Callable[[Any], str]:
 
 
 def interval(low_key: str, high_key: str) -> Render:
-    """`[low, high]` to 2 decimals; "n/a" unless both bounds are defined."""
+    """`[low, high]` to 2 decimals; "n/a" unless both bounds are defined. Equal bounds
+    are no interval but a value without spread (every seed the same): `-0.53 (no
+    spread)`, never `[-0.53, -0.53]`, which would read as a precise estimate."""
 
     def render(row: dict[str, Any]) -> str:
         low, high = row.get(low_key), row.get(high_key)
-        return NA if low is None or high is None else f"[{low:.2f}, {high:.2f}]"
+        if low is None or high is None:
+            return NA
+        return f"{low:.2f} {NO_SPREAD}" if low == high else f"[{low:.2f}, {high:.2f}]"
 
     return render
+
+
+NO_SPREAD = "(no spread)"
 
 
 def p_text(v: float) -> str:
@@ -122,6 +129,7 @@ DIFFERENCE = field("diff", signed)
 CI_T = interval("ci_low", "ci_high")
 DECISION_INTERVAL = interval("decision_low", "decision_high")
 P_HOLM = field("p_holm", p_text)
+P_SIGN_FLIP = field("p_sign_flip", p_text)
 EQUIVALENT_WITHIN = field("equivalent_within", within_text)
 SEEDS_NEEDED = seeds_needed
 """The comparisons table's cells the results paragraph quotes (`SEEDS_NEEDED` as its

@@ -26,6 +26,11 @@ so a comparison is tested on seed-matched differences (paired t, with Wilcoxon's
 signed-rank beside it) whenever at least two seeds are counted in both groups, and with
 Welch's unpaired t otherwise. `PAIRED_AXES` is that table's last column.
 
+Beside the t-test, the exact sign-flip p of the same differences (`exact.sign_flip_p`,
+paired only), which no normality assumption stands behind; the note says when the
+differences are skewed beyond what normal ones give, or a group holds a trial whose
+test predictions were all one class (`sweeper.summarize.assumptions`).
+
 Beside the test, two effect sizes a reader can weigh: P(A > B), the share of seeds on
 which A beat B (ties count one half) with its 95% Wilson score interval (what
 `statsmodels.stats.proportion.proportion_confint(method="wilson")` computes), and
@@ -97,8 +102,12 @@ def compare(
     `alpha`: Wilcoxon's p is left out where its exact test cannot reach it; `bounds`:
     the range of a difference of the metric (accuracy: ±100), which clips intervals."""
     values = by_seed(trials)
+    collapsed: dict[str, list[int | None]] = {}
+    for t in trials:
+        if t.collapsed_class is not None:
+            collapsed.setdefault(t.group, []).append(t.seed)
     return [
-        _compare(axis, a, b, values[a.group], values[b.group], alpha, bounds)
+        _compare(axis, a, b, values[a.group], values[b.group], alpha, bounds, collapsed)
         for axis, a, b in pairs(groups)
     ]
 
@@ -170,7 +179,11 @@ def _compare(
     seeds_b: dict[int | None, float],
     alpha: float,
     bounds: Bounds | None,
+    collapsed: dict[str, list[int | None]],
 ) -> Comparison:
+    from sweeper.summarize.assumptions import skewed
+    from sweeper.summarize.exact import sign_flip_p
+
     shared = sorted(s for s in seeds_a.keys() & seeds_b.keys() if s is not None)
     kind = "parameter" if axis not in AXES else axis
     paired = kind in PAIRED_AXES and len(shared) >= 2
@@ -209,7 +222,8 @@ def _compare(
         boot_low=boot_low,
         boot_high=boot_high,
         p_wilcoxon=p_wilcoxon,
-        note=_note(a, b, paired, len(shared), test),
+        p_sign_flip=sign_flip_p(differences) if paired else None,
+        note=_note(a, b, paired, len(shared), test, skewed(differences), collapsed),
         p_improve=None if improve is None else improve[0],
         p_improve_low=None if improve is None else improve[1],
         p_improve_high=None if improve is None else improve[2],
@@ -234,7 +248,15 @@ def cohens_dz(differences: Sequence[float]) -> float | None:
     return None if not spread else mean(differences) / spread
 
 
-def _note(a: GroupStats, b: GroupStats, paired: bool, n_pairs: int, test: TTest) -> str:
+def _note(
+    a: GroupStats,
+    b: GroupStats,
+    paired: bool,
+    n_pairs: int,
+    test: TTest,
+    skewness: float | None,
+    collapsed: dict[str, list[int | None]],
+) -> str:
     notes = []
     n = n_pairs if paired else min(a.n, b.n)
     if n < 2:
@@ -248,6 +270,19 @@ def _note(a: GroupStats, b: GroupStats, paired: bool, n_pairs: int, test: TTest)
             if test.p_value is not None
             else "no spread and no difference: t and p undefined"
         )
+    if skewness is not None:
+        notes.append(
+            f"differences skewed (skewness {skewness:+.2f}, beyond 99% of normal samples of "
+            f"{n_pairs}): the t-based decision assumes roughly symmetric differences; "
+            "see the exact sign-flip p"
+        )
+    for group in (a, b):
+        if group.group in collapsed:
+            seeds = ", ".join(str(s) for s in collapsed[group.group])
+            notes.append(
+                f"{group.group}: collapsed trial(s), every test prediction one class "
+                f"(seed {seeds}): the differences are not near normal"
+            )
     if paired and n_pairs < max(a.n, b.n):
         notes.append(f"paired on the {n_pairs} seeds counted in both groups")
     for group in (a, b):

@@ -177,6 +177,7 @@ def _summarize(
     groups = group_stats(trials, not_counted, value_range)
     notes.extend(_empty_groups(groups, not_counted))
     notes.extend(_tuned_seeds(runs, trials))
+    notes.extend(_collapsed(trials))
     counted = {t.run_id for t in trials}
     notes.extend(_mixed_versions([r for r in candidates if r.run_id in counted]))
     notes.extend(_preempted(candidates))
@@ -365,6 +366,19 @@ def _tuned_seeds(runs: Sequence[RunRecord], trials: Sequence[CountedTrial]) -> l
         f"confirm seed(s) {biased} were also tuning seeds (search.allow_seed_overlap): "
         "the configuration was picked on them, so their test accuracy is biased upward "
         "(selection bias)"
+    ]
+
+
+def _collapsed(trials: Sequence[CountedTrial]) -> list[str]:
+    """Counted trials whose test predictions were all one class (Table 1's note):
+    their scores are the class's share, and comparisons with them are far from the
+    normal differences the t-based decisions assume."""
+    found = [f"{t.group} seed {t.seed}" for t in trials if t.collapsed_class is not None]
+    if not found:
+        return []
+    return [
+        f"{len(found)} counted trial(s) predicted one class for every test example at their "
+        f"last evaluation (collapsed): {', '.join(found)}; comparisons with them say so"
     ]
 
 

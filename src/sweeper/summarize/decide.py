@@ -6,7 +6,9 @@ alpha × (family size) false differences. Two rules, both at family-wise level a
 * Without an equivalence margin (rule `Holm`): Holm's step-down correction (as
   `statsmodels.stats.multitest.multipletests(method="holm")` computes it), never less
   powerful than Bonferroni. `A better` / `B better` (named by its groups) when the
-  Holm-adjusted p < alpha, by the sign of the difference; else `undecided`.
+  Holm-adjusted p < alpha, by the sign of the difference; else `undecided`. The
+  interval beside it is the comparison's t interval at the level Holm tested it at
+  (`holm_levels`: alpha / (m - j) at step j), so it excludes 0 for every `better`.
 * With a margin D (rule `interval`): each comparison's t interval at level
   1 - alpha / m (Bonferroni over the m comparisons) decides: `better` when it excludes
   0, `equivalent within ±D` when it lies inside (-D, D) (a two one-sided tests
@@ -16,9 +18,12 @@ alpha × (family size) false differences. Two rules, both at family-wise level a
   of a comparison decided "equivalent" whose "no difference" null is true, which its
   proof does not allow.
 
-Either way the same interval gives `equivalent_within`: the smallest margin the data
-already support. An `undecided` comparison has `seeds_needed`: the seeds per group at
-which a two-sided
+Either rule decides a paired comparison only where the exact sign-flip test on the same
+differences at the same level decides it too (`exact_verdict`): t-based rules read a
+tie (every difference equal) or a few lattice values as a precise result, which no
+test free of the normal assumption supports. Either way the decision's own interval
+gives `equivalent_within`: the smallest margin the data already support. An
+`undecided` comparison has `seeds_needed`: the seeds per group at which a two-sided
   t-test would have power 0.8 at the observed effect size (mean difference over the
   spread of the paired differences, or over the pooled standard deviation for Welch)
   and at alpha / m, Holm's strictest step for a family of m comparisons, so reaching
@@ -63,20 +68,26 @@ def decide(
     needed filled in; `mode` says which way the compared test metric improves
     (perplexity: min); `margin` switches to the interval rule; `bounds` is the range of
     a difference of the metric, which clips the interval."""
-    adjusted = holm([c.p_value for c in comparisons])
+    p_values = [c.p_value for c in comparisons]
+    adjusted = holm(p_values)
     family = max(1, sum(p is not None for p in adjusted))
-    level = alpha / max(1, len(comparisons))
+    if margin is None:
+        levels = holm_levels(p_values, alpha)
+    else:
+        levels = [alpha / max(1, len(comparisons))] * len(comparisons)
     values = by_seed(trials)
     out = []
-    for comparison, p_holm in zip(comparisons, adjusted, strict=True):
-        low, high = clip(*bonferroni_interval(comparison, values, level), bounds)
+    for comparison, p_holm, level in zip(comparisons, adjusted, levels, strict=True):
+        low, high = clip(*decision_interval(comparison, values, level), bounds)
+        differences = paired_differences(comparison, values)
         if margin is None:
-            decided = p_holm is not None and p_holm < alpha
-            decision = _winner(comparison, comparison.diff > 0, mode) if decided else UNDECIDED
+            rejected = p_holm is not None and p_holm < alpha
+            verdict = ("A" if comparison.diff > 0 else "B") if rejected else None
         else:
-            decision = read_interval(comparison, low, high, margin, mode)
-            decided = decision != UNDECIDED
-        needed = None if decided else seeds_needed(comparison, values, alpha / family)
+            verdict = None if low is None or high is None else interval_verdict(low, high, margin)
+        verdict = exact_verdict(verdict, differences, level, margin)
+        decision = _read_verdict(comparison, verdict, margin, mode)
+        needed = None if verdict else seeds_needed(comparison, values, alpha / family)
         out.append(
             replace(
                 comparison,
@@ -93,6 +104,58 @@ def decide(
             )
         )
     return out
+
+
+def holm_levels(p_values: Sequence[float | None], alpha: float) -> list[float]:
+    """The level at which Holm's step-down tests each comparison: rejected at step j of
+    m (0-based, smallest p first), alpha / (m - j); not rejected, the level of the step
+    where the procedure stopped. A comparison without p gets alpha / m. The t interval
+    at 1 - level then excludes 0 exactly for the rejected comparisons."""
+    present = sorted(
+        ((i, p) for i, p in enumerate(p_values) if p is not None), key=lambda item: item[1]
+    )
+    m = len(present)
+    levels = [alpha / max(1, m)] * len(p_values)
+    stopped: float | None = None
+    for step, (i, p) in enumerate(present):
+        if stopped is None and (m - step) * p >= alpha:  # holm()'s own comparison
+            stopped = alpha / (m - step)
+        levels[i] = alpha / (m - step) if stopped is None else stopped
+    return levels
+
+
+def paired_differences(
+    comparison: Comparison, values: dict[str, dict[int | None, float]]
+) -> list[float]:
+    """The seed-matched differences A - B of a paired comparison; [] for Welch."""
+    if not comparison.paired:
+        return []
+    a, b = values.get(comparison.group_a, {}), values.get(comparison.group_b, {})
+    return [a[s] - b[s] for s in a if s in b]
+
+
+def exact_verdict(
+    verdict: str | None, differences: Sequence[float], level: float, margin: float | None
+) -> str | None:
+    """`verdict` (`A`, `B`, `equivalent` or None) where the exact sign-flip test on the
+    same seed-matched differences at the same level could take it too, else None:
+    `A` / `B` need its two-sided p below `level`, `equivalent` its two one-sided p
+    (`sign_flip_tost_p`) below level / 2, the level of each one-sided test behind a
+    1 - level interval. It only removes decisions, so a rule's error bound stays as it
+    was; it stops a decision from ties or lattice values (every difference equal, or
+    0 and 1 point) that no test free of the normal assumption supports. Unpaired
+    comparisons (no differences) pass unchanged: their guard against no spread is
+    `stats.permutation_min_p`."""
+    if verdict is None or not differences:
+        return verdict
+    from sweeper.summarize.exact import sign_flip_p, sign_flip_tost_p
+
+    if verdict == "equivalent":
+        assert margin is not None
+        p = sign_flip_tost_p(differences, margin)
+        return verdict if p is not None and p < level / 2 else None
+    p = sign_flip_p(differences)
+    return verdict if p is not None and p < level else None
 
 
 def supported_margin(low: float | None, high: float | None) -> float | None:
@@ -127,12 +190,18 @@ def read_interval(
     """The decision an interval supports: better when it excludes 0, equivalent when it
     lies inside (-margin, margin), else undecided (also for an unbounded interval)."""
     verdict = None if low is None or high is None else interval_verdict(low, high, margin)
+    return _read_verdict(comparison, verdict, margin, mode)
+
+
+def _read_verdict(
+    comparison: Comparison, verdict: str | None, margin: float | None, mode: Mode
+) -> str:
     if verdict == "equivalent":
         return f"equivalent within ±{margin:g}"
     return UNDECIDED if verdict is None else _winner(comparison, verdict == "A", mode)
 
 
-def bonferroni_interval(
+def decision_interval(
     comparison: Comparison, values: dict[str, dict[int | None, float]], level: float
 ) -> tuple[float | None, float | None]:
     """The comparison's own t interval (paired or Welch) at confidence 1 - level. A
@@ -140,7 +209,7 @@ def bonferroni_interval(
     permutation test could reach `level` (else None: the data cannot bound it)."""
     a, b = values.get(comparison.group_a, {}), values.get(comparison.group_b, {})
     if comparison.paired:
-        test = paired_t([a[s] - b[s] for s in a if s in b], 1.0 - level)
+        test = paired_t(paired_differences(comparison, values), 1.0 - level)
     else:
         test = welch(list(a.values()), list(b.values()), 1.0 - level)
     if test.t is None and (test.p_value is None or test.p_value >= level):

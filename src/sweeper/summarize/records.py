@@ -124,6 +124,10 @@ class CountedTrial:
     before), and its group's Table 2 note says so."""
     other_tests: dict[str, float] = field(default_factory=dict)
     """The other reported test metrics at `best_step`, by logged name."""
+    collapsed_class: int | None = None
+    """A classifier whose test predictions were all this one class at its last
+    evaluation (`sweeper.summarize.assumptions.collapsed_class`); None otherwise or
+    when the trial logged no per-class metrics. Flagged in Table 1 and the notes."""
 
     def to_dict(self, selection: Selection = ACCURACY) -> dict[str, Any]:
         """Values under their metric names (`best_valid_accuracy`, `test_accuracy` for a
@@ -243,6 +247,9 @@ class Comparison:
     """The test behind ci_*, t, df and p_value: `paired t` or `Welch t`."""
     ci_low: float | None
     ci_high: float | None
+    """95% t interval of `diff`. None: undefined (fewer than 2 seeds). ci_low == ci_high:
+    no spread (every seed gives the same difference), which is not a confidence
+    interval but the point itself; the tables print it `-0.53 (no spread)`."""
     df: float | None
     t: float | None
     p_value: float | None
@@ -252,8 +259,9 @@ class Comparison:
     """95% bootstrap CI of the same difference (BCa; resampling pairs when paired)."""
     p_wilcoxon: float | None
     """Wilcoxon signed-rank on the seed-matched differences (paired only); None where
-    its exact p cannot fall below alpha (fewer than 6 pairs at 0.05), and the note
-    says so: a test that cannot reject is no evidence either way."""
+    its exact p cannot fall below alpha (fewer than 6 non-zero differences at 0.05: it
+    drops zeros), and the table says so: a test that cannot reject is no evidence
+    either way."""
     note: str
     p_holm: float | None = None
     """p_value after Holm's correction across the summary's comparisons (fixed-n rule
@@ -272,17 +280,19 @@ class Comparison:
     decided: the confidence sequence below, `sweeper.summarize.sequential`)."""
     decision_low: float | None = None
     decision_high: float | None = None
-    """The interval the decision is read from (rules `interval` and `anytime-valid`):
-    it excludes 0 for `better`, lies inside ±margin for `equivalent`. Level
-    `decision_level`; clipped to the metric's range."""
+    """The interval the decision is read from: it excludes 0 for `better`, lies inside
+    ±margin for `equivalent`. Level `decision_level`; clipped to the metric's range.
+    None: the data cannot bound it (too few seeds, or no spread where no exact test
+    could reach the level); low == high: no spread, the point (see ci_low)."""
     decision_level: float | None = None
-    """Confidence of the decision interval: 1 - alpha / (comparisons in the family)."""
+    """Confidence of the decision interval: rule `Holm`, 1 - the level Holm's step-down
+    tested this comparison at (`decide.holm_levels`, one per comparison); rules
+    `interval` and `anytime-valid`, 1 - alpha / (comparisons in the family)."""
     margin: float | None = None
     """The equivalence margin D (metric units), when one was given."""
     equivalent_within: float | None = None
     """The smallest margin the data already support: the largest |bound| of the
-    decision interval (fixed-n Holm rule: of the Bonferroni t interval); None when that
-    interval excludes 0 or is unbounded."""
+    decision interval; None when that interval excludes 0 or is unbounded."""
     look: int | None = None
     """Sequential rule: the look (1-based, over the plan's looks) the decision is read
     at: the first that decided, else the last with data."""
@@ -297,6 +307,11 @@ class Comparison:
     cohens_dz: float | None = None
     """Standardized effect of a paired comparison: mean difference over the standard
     deviation of the differences (Cohen's d_z); None without spread."""
+    p_sign_flip: float | None = None
+    """Two-sided exact sign-flip p of the seed-matched differences (`sweeper.summarize.
+    exact`; paired only; None with fewer than 2 pairs or all differences 0): the test
+    without the normal assumption. A fixed-seed decision needs it below the level its
+    interval is read at too (`decide.exact_verdict`)."""
     aso: float | None = None
     """Almost Stochastic Order's epsilon_min (A over B; < 0.5: A dominates), with
     `sweeper summarize --aso` only."""

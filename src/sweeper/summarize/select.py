@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from sweeper import record_names
 from sweeper.record_names import RunState, Stage, Status
 from sweeper.selection import ACCURACY, Selection, best_point
+from sweeper.summarize.assumptions import collapsed_class
 from sweeper.summarize.mlflow_reader import History
 from sweeper.summarize.records import CountedTrial, NotCounted, Point, RunRecord
 
@@ -173,6 +174,7 @@ def _counted(
         precision=run.precision,
         diverged=non_finite_loss(run),
         other_tests={name: value for name, value in others.items() if value is not None},
+        collapsed_class=collapsed_class(run.latest),
     )
 
 

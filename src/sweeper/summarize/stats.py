@@ -21,7 +21,8 @@ and whose sample standard deviation is 0.87): every number says what it is.
 * No spread at all (every seed gives the same difference): t is infinite, and the
   p-value is the smallest an exact sign-flip (paired) or permutation (unpaired) test
   could give, 2 / 2**n for n pairs: two seeds that agree decide nothing.
-* Wilcoxon's p only where its exact test can fall below alpha (6 pairs at 0.05).
+* Wilcoxon's p only where its exact test can fall below alpha (6 non-zero differences
+  at 0.05).
 * Intervals are clipped to the metric's range (`bounds`): a mean accuracy lies in
   [0, 100], a difference of two in [-100, 100].
 * With n = 1 a spread is undefined: those fields are None (shown "n/a"), never NaN.
@@ -172,8 +173,8 @@ def permutation_min_p(n_a: int, n_b: int) -> float:
 
 
 def wilcoxon_reachable(n: int, alpha: float) -> bool:
-    """Whether the exact signed-rank test on n differences can give p < alpha (its
-    smallest two-sided p is 2 / 2**n)."""
+    """Whether the exact signed-rank test on n non-zero differences can give p < alpha
+    (its smallest two-sided p is 2 / 2**n; zero differences are dropped first)."""
     return sign_flip_min_p(n) < alpha
 
 
@@ -190,10 +191,13 @@ def clip(low: float | None, high: float | None, bounds: Bounds | None) -> tuple:
 def wilcoxon_p(differences: Sequence[float], alpha: float | None = None) -> float | None:
     """Two-sided Wilcoxon signed-rank p (`scipy.stats.wilcoxon`'s defaults, computed by
     `sweeper.summarize.resampling`); None with fewer than two differences, when every
-    difference is 0, or (given `alpha`) when the exact test cannot reach it."""
+    difference is 0, or (given `alpha`) when the exact test cannot reach it on the
+    non-zero differences (Wilcoxon's rule drops zeros: [0, 0, 1, 2, 3, 4] is tested on
+    4, whose smallest p is 0.125)."""
     if len(differences) < 2 or not any(differences):
         return None
-    if alpha is not None and not wilcoxon_reachable(len(differences), alpha):
+    nonzero = sum(1 for d in differences if d != 0)
+    if alpha is not None and not wilcoxon_reachable(nonzero, alpha):
         return None
     from sweeper.summarize.resampling import signed_rank_p
 

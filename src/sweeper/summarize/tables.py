@@ -28,6 +28,7 @@ from sweeper.summarize.cells import (
     EQUIVALENT_WITHIN,
     NA,
     P_HOLM,
+    P_SIGN_FLIP,
     SEEDS_NEEDED,
     amount,
     field,
@@ -106,6 +107,11 @@ def build_tables(summary: Summary) -> list[Table]:
             *(_metric_column("Test acc", name, sel) for name in sel.report),
             Column("Wall time (s)", field("wall_time", lambda v: f"{v:.1f}")),
             Column("Run", field("run_id", lambda v: v[:8]), numeric=False),
+            *(
+                [Column("Note", _collapsed, numeric=False)]
+                if any(t.collapsed_class is not None for t in summary.trials)
+                else []
+            ),
         ),
         tuple(t.to_dict(sel) for t in summary.trials),
     )
@@ -185,7 +191,9 @@ def comparisons_table(summary: Summary) -> Table:
     rows = tuple(c.to_dict() for c in summary.comparisons)
     first = summary.comparisons[0] if summary.comparisons else None
     alpha = first.alpha if first else 0.05
+    levels = {c.decision_level for c in summary.comparisons}
     level = level_text(first.decision_level if first else None)
+    per_row = len(levels) > 1  # Holm: each comparison's interval at its own step level
     sequential = summary.plan is not None
     if sequential:
         rule = (
@@ -196,13 +204,18 @@ def comparisons_table(summary: Summary) -> Table:
     elif summary.margin is not None:
         rule = f"decided by each comparison's {level} t interval (Bonferroni over the table)"
     else:
-        rule = f"Holm's correction across the table; equivalence bound from the {level} t interval"
+        rule = (
+            "Holm's correction across the table; decision interval and equivalence bound: "
+            "each comparison's t interval at the level Holm's step-down tested it at"
+        )
     unit = "test accuracy A - B (percentage points)" if sel.is_default() else f"{sel.primary} A - B"
     title = (
         f"Comparisons. Difference of mean {unit} between groups that differ on one axis; "
         "paired t on seed-matched differences where seeds pair (Wilcoxon signed-rank "
         f"beside it), Welch otherwise; {rule}; family-wise alpha = {alpha:g}"
         + (f"; equivalence margin ±{summary.margin:g}" if summary.margin is not None else "")
+        + "; a paired comparison is decided only where the exact sign-flip test on the same "
+        "differences decides at the same level too"
         + "; P(A>B): share of seeds A wins, 95% Wilson interval; d_z: mean over std of the "
         "differences; seeds needed: estimated from the observed effect"
         + (
@@ -224,7 +237,12 @@ def comparisons_table(summary: Summary) -> Table:
         Column("p (fixed-n, not for decisions)" if sequential else "p", field("p_value", p_text)),
         Column("p (Wilcoxon)", _wilcoxon),
         *([] if sequential else [Column("p (Holm)", P_HOLM)]),
-        Column(f"Decision interval ({level})", DECISION_INTERVAL),
+        Column("p (sign-flip, exact)", P_SIGN_FLIP),
+        (
+            Column("Decision interval (level)", _interval_at_level)
+            if per_row
+            else Column(f"Decision interval ({level})", DECISION_INTERVAL)
+        ),
         *([Column("Look (pairs)", look)] if sequential else []),
         Column("Decision", field("decision"), numeric=False),
         Column("Equivalent within", EQUIVALENT_WITHIN),
@@ -248,12 +266,21 @@ def _boot(n_key: str) -> Callable[[dict[str, Any]], str]:
     return render
 
 
+def _interval_at_level(row: dict[str, Any]) -> str:
+    """The decision interval with its own level: `[0.19, 3.40] at 97.5%`."""
+    text = DECISION_INTERVAL(row)
+    return text if text == NA else f"{text} at {level_text(row.get('decision_level'))}"
+
+
 def _wilcoxon(row: dict[str, Any]) -> str:
-    """Wilcoxon's p, or why not: its exact test cannot reach alpha on this many pairs."""
+    """Wilcoxon's p, or why not: its exact test cannot reach alpha on this many pairs
+    (or, with zero differences, which it drops, on this many non-zero ones)."""
     p_value, n = row.get("p_wilcoxon"), row.get("n_pairs") or 0
-    if p_value is None and row.get("paired") and n >= 2 and not wilcoxon_reachable(n, row["alpha"]):
-        needed = next(k for k in range(n, 64) if wilcoxon_reachable(k, row["alpha"]))
-        return f"needs {needed} pairs"
+    if p_value is None and row.get("paired") and n >= 2:
+        needed = next(k for k in range(1, 64) if wilcoxon_reachable(k, row["alpha"]))
+        if not wilcoxon_reachable(n, row["alpha"]):
+            return f"needs {needed} pairs"
+        return f"needs {needed} non-zero pairs"
     return NA if p_value is None else p_text(p_value)
 
 
@@ -261,6 +288,11 @@ def _improve(row: dict[str, Any]) -> str:
     if row.get("p_improve") is None:
         return NA
     return f"{row['p_improve']:.2f} [{row['p_improve_low']:.2f}, {row['p_improve_high']:.2f}]"
+
+
+def _collapsed(row: dict[str, Any]) -> str:
+    c = row.get("collapsed_class")
+    return "" if c is None else f"collapsed: every test prediction class {c} (last evaluation)"
 
 
 def _outcomes(row: dict[str, Any]) -> str:
