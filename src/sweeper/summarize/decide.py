@@ -31,7 +31,9 @@ gives `equivalent_within`: the smallest margin the data already support. An
   `TTestPower` (paired) or `TTestIndPower` (unpaired, equal group sizes) solves for,
   from the noncentral t distribution in scipy.special, because importing statsmodels
   would take longer than all the rest of a summary (tests hold both to statsmodels'
-  answers). It is an estimate from a noisy effect size, not a promise; None when the
+  answers), and for a paired comparison at least the fewest pairs on which the exact
+  sign-flip test can reach alpha / m (`stats.sign_flip_min_n`), which a decision needs
+  too. It is an estimate from a noisy effect size, not a promise; None when the
   observed effect or spread is zero or undefined.
 
 Almost Stochastic Order (Dror et al. 2019, the `deepsig` package) is an option
@@ -47,7 +49,15 @@ from dataclasses import replace
 
 from sweeper.selection import Mode
 from sweeper.summarize.records import Comparison, CountedTrial
-from sweeper.summarize.stats import Bounds, by_seed, clip, paired_t, sample_std, welch
+from sweeper.summarize.stats import (
+    Bounds,
+    by_seed,
+    clip,
+    paired_t,
+    sample_std,
+    sign_flip_min_n,
+    welch,
+)
 
 ALPHA = 0.05
 POWER = 0.8
@@ -242,7 +252,10 @@ def seeds_needed(
     if spread is None or spread == 0.0 or comparison.diff == 0.0:
         return None
     n = power_seeds(abs(comparison.diff) / spread, alpha, comparison.paired)
-    return None if n is None else max(2, math.ceil(n))
+    if n is None:
+        return None
+    fewest = sign_flip_min_n(alpha) if comparison.paired else 2  # where exact_verdict can pass
+    return max(fewest, math.ceil(n))
 
 
 def power_seeds(effect: float, alpha: float, paired: bool) -> float | None:

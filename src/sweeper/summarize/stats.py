@@ -164,6 +164,15 @@ def sign_flip_min_p(n: int) -> float:
     return min(1.0, 2.0 ** (1 - n))
 
 
+def sign_flip_min_n(level: float) -> int:
+    """The fewest paired differences on which the exact sign-flip test can give
+    p < level (2 / 2**n < level): 6 at 0.05, 8 at 0.0125."""
+    n = 2
+    while sign_flip_min_p(n) >= level:
+        n += 1
+    return n
+
+
 def permutation_min_p(n_a: int, n_b: int) -> float:
     """Two-sided p of two groups without overlap, by the exact permutation test of the
     difference of means: of the C(n_a + n_b, n_a) splits, this one (and, for equal
