@@ -107,7 +107,8 @@ def test_a_collapsed_trial_is_flagged_in_table_1_the_notes_and_its_comparisons()
     summary = replace(holm_summary(), trials=trials)
     table1 = build_tables(summary)[0]
     assert table1.columns[-1].header == "Note"
-    assert table1.text_rows()[-1][-1] == "collapsed: every test prediction class 0 (last evaluation)"
+    flag = "collapsed: every test prediction class 0 (last evaluation)"
+    assert table1.text_rows()[-1][-1] == flag
     assert table1.text_rows()[0][-1] == ""
     (note,) = _collapsed(trials)
     assert note.startswith("1 counted trial(s) predicted one class") and f"{B} seed 3" in note
