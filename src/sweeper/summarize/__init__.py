@@ -13,8 +13,10 @@
   resampling.py   the BCa bootstrap and the Wilcoxon p on numpy (scipy's procedures)
   exact.py        the exact sign-flip test of seed-matched differences (and its TOST)
   compare.py      which groups are compared (every axis that varies), paired or not; P(A>B)
+  assumptions.py  what the t-based decisions assume, checked: skewed differences,
+                  collapsed trials
   decide.py       seeds fixed in advance: Holm (or, with a margin, Bonferroni intervals),
-                  a decision each, seeds needed; ASO option
+                  gated by the exact sign-flip test, a decision each, seeds needed; ASO
   sequential.py   seeds added until decided: anytime-valid confidence sequences
   search.py       the search stage per group: best configuration, Optuna importances
   budget.py       expected best search score vs number of search trials (Dodge et al.)
