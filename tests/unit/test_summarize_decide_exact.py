@@ -157,3 +157,17 @@ def test_wilcoxon_reachability_counts_non_zero_differences():
     assert wilcoxon_p([0, 0, 1, 2, 3, 4], 0.05) is None
     assert wilcoxon_p([0, 0, 1, 2, 3, 4]) == pytest.approx(0.125)
     assert wilcoxon_p([1, 2, 3, 4, 5, 6], 0.05) == pytest.approx(0.03125)
+
+
+def test_the_paragraph_says_why_a_t_decision_was_not_taken():
+    """Holm's p is below alpha, the exact sign-flip test cannot follow: the sentence says
+    both, never "p < 0.05" beside "undecided" without a reason."""
+    from sweeper.summarize.paragraph import comparison_sentence
+    from tests.support.summaries import holm_summary
+
+    (c,) = _decide(_paired([10.0, 11.0, 12.0]))
+    sentence = comparison_sentence(holm_summary(), c)
+    assert "is undecided" in sentence and "Holm-adjusted p = 0.003 < 0.05" in sentence
+    assert "the exact sign-flip test on the same differences (p = 0.250) cannot" in sentence
+    (decided,) = _decide(_paired(ISSUE_CASE))
+    assert "sign-flip" not in comparison_sentence(holm_summary(), decided)

@@ -162,8 +162,8 @@ def _evidence(c: Comparison, row: dict[str, Any]) -> str:
     else:
         below = c.p_holm is not None and c.p_holm < c.alpha
         parts.append(f"Holm-adjusted p = {p_holm} {'<' if below else '>='} {c.alpha:g}")
-        if below:
-            parts.append(f"{level} t interval at Holm's step {interval}")
+        if below and level != "95%":  # the 95% CI above otherwise
+            parts.append(f"t interval at Holm's step level {level} {interval}")
     return ", ".join(parts) + _not_exact(c, row)
 
 

@@ -413,7 +413,8 @@ class Summary:
             "accuracy_unit": "percent",
             "std": "sample standard deviation (ddof=1)",
             "ci": "95% confidence interval: Student's t (groups), paired t or Welch "
-            "(comparisons, see each one's `test`); boot_*: BCa bootstrap",
+            "(comparisons, see each one's `test`); boot_*: BCa bootstrap; equal bounds: "
+            "no spread (the point, not an interval); null: undefined",
             "correction": _correction(self.plan, self.margin),
             "plan": None if self.plan is None else self.plan.to_dict(),
             "margin": self.margin,
@@ -472,8 +473,15 @@ def _correction(plan: SequentialPlan | None, margin: float | None) -> str:
     if plan is not None:
         return "Bonferroni across the comparisons, anytime-valid over the looks (decision_*)"
     if margin is not None:
-        return "Bonferroni across the comparisons (decision_* intervals)"
-    return "Holm across the summary's comparisons (p_holm)"
+        return (
+            "Bonferroni across the comparisons (decision_* intervals); paired decisions "
+            "need the exact sign-flip test at the same level too (p_sign_flip)"
+        )
+    return (
+        "Holm across the summary's comparisons (p_holm; decision_* at the level Holm "
+        "tested each at, decision_level); paired decisions need the exact sign-flip "
+        "test at that level too (p_sign_flip)"
+    )
 
 
 def _selection_dict(selection: Selection) -> dict[str, Any]:
