@@ -137,11 +137,12 @@ def holm_levels(p_values: Sequence[float | None], alpha: float) -> list[float]:
 def paired_differences(
     comparison: Comparison, values: dict[str, dict[int | None, float]]
 ) -> list[float]:
-    """The seed-matched differences A - B of a paired comparison; [] for Welch."""
+    """The seed-matched differences A - B of a paired comparison (the seeds `compare`
+    pairs on: in both groups, not None); [] for Welch."""
     if not comparison.paired:
         return []
     a, b = values.get(comparison.group_a, {}), values.get(comparison.group_b, {})
-    return [a[s] - b[s] for s in a if s in b]
+    return [a[s] - b[s] for s in sorted(a.keys() & b.keys() - {None})]
 
 
 def exact_verdict(
