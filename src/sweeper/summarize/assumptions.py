@@ -12,9 +12,9 @@ but two ways it fails are visible and said in the comparison's note:
   n, simulated (`SKEW_SIMULATIONS` samples from generator seed `SKEW_SEED`). So under
   normal differences a comparison is flagged with probability `SKEW_FALSE_FLAG` (1%;
   the simulated quantile moves it by about ±0.1 point); tests hold the rate to that and
-  show that centred exponential differences are flagged far more often. At 3 pairs
-  |g1| cannot exceed 0.71 and the quantile is close to that bound: skewness is a
-  weak check on a handful of seeds, which is why the exact sign-flip p is shown too.
+  show that centred exponential differences are flagged far more often. Below
+  `SKEW_MIN_N` pairs nothing is flagged (see there): skewness is a weak check on a
+  handful of seeds, which is why the exact sign-flip p is shown too.
 * **Collapsed trials**: a classifier whose test predictions are all one class (a
   random-init run that never left the majority class). `collapsed_class` reads it from
   the per-class test metrics a trial logs (`test_recall_class<c>`,
@@ -36,6 +36,12 @@ from sweeper.record_names import METRIC_TEST_ACC
 
 SKEW_FALSE_FLAG = 0.01
 """Share of comparisons with normal seed differences flagged as skewed."""
+SKEW_MIN_N = 6
+"""Fewest differences the skewness check looks at: below, |g1| is capped near the
+normal quantile ((n - 2) / sqrt(n - 1): 0.71 at 3, 1.5 at 5) and a tie of lattice
+values reaches the cap (differences 24.5, 24, 24.5 give -0.71), so the flag would
+name ties, not skew; nor can anything be decided there (6 pairs is the exact
+sign-flip test's floor at 0.05)."""
 SKEW_SIMULATIONS = 20_000
 SKEW_SEED = 0
 _CHUNK = 2_000
@@ -74,7 +80,9 @@ def skew_threshold(n: int) -> float:
 
 def skewed(differences: Sequence[float]) -> float | None:
     """The differences' skewness g1 when it is beyond what normal differences give
-    (see module docstring), else None."""
+    (see module docstring), else None (also below `SKEW_MIN_N` differences)."""
+    if len(differences) < SKEW_MIN_N:
+        return None
     g1 = sample_skewness(differences)
     if g1 is None or abs(g1) <= skew_threshold(len(differences)):
         return None

@@ -74,8 +74,9 @@ def within_text(v: float) -> str:
 
 
 def level_text(level: float | None) -> str:
-    """A decision interval's confidence in percent (`98.75%`); without one, its rule."""
-    return f"{100 * level:g}%" if level else "1 - alpha/m"
+    """A decision interval's confidence in percent, 4 significant digits (`98.75%`,
+    `98.33%`); without one, its rule."""
+    return f"{100 * level:.4g}%" if level else "1 - alpha/m"
 
 
 def look(row: dict[str, Any]) -> str:
