@@ -412,6 +412,12 @@ class Summary:
         }
 
 
+GROUP_SEQUENTIAL_METHOD = (
+    "group-sequential t (Lan-DeMets O'Brien-Fleming-type spending), Bonferroni"
+)
+ANYTIME_METHOD = "anytime-valid t (mixture e-process), Bonferroni"
+
+
 @dataclass(frozen=True)
 class SequentialPlan:
     """How `sweeper run --until-decided` adds seeds, fixed before its first look.
@@ -431,8 +437,11 @@ class SequentialPlan:
     """Family-wise error rate of the decisions over every look and comparison."""
     margin: float | None = None
     """Equivalence margin D, when given: a comparison inside ±D stops as equivalent."""
-    method: str = "anytime-valid t (mixture e-process), Bonferroni"
-    """The rule's name (`sweeper.summarize.sequential`)."""
+    method: str = GROUP_SEQUENTIAL_METHOD
+    """The rule the decisions are made by, fixed with the plan: `GROUP_SEQUENTIAL_METHOD`
+    (boundaries over these looks, `sweeper.summarize.group_sequential`) or
+    `ANYTIME_METHOD` (valid at any looks, `sweeper.summarize.sequential`; plans recorded
+    before the group-sequential rule keep it)."""
 
     def looks(self) -> tuple[int, ...]:
         """Seeds per group at each look."""
