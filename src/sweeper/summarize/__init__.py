@@ -14,7 +14,9 @@
   compare.py      which groups are compared (every axis that varies), paired or not; P(A>B)
   decide.py       seeds fixed in advance: Holm (or, with a margin, Bonferroni intervals),
                   a decision each, seeds needed; ASO option
-  sequential.py   seeds added until decided: anytime-valid confidence sequences
+  sequential.py   seeds added until decided: the walk over the looks, anytime-valid
+                  confidence sequences
+  group_sequential.py  the recorded plan's boundaries (alpha spending), t at each look
   search.py       the search stage per group: best configuration, Optuna importances
   budget.py       expected best search score vs number of search trials (Dodge et al.)
   costs.py        the cost ledger's totals summed (Spend), prices, "seeds needed" priced

@@ -43,8 +43,6 @@ GRID = 801
 """Points of the integration grid per look (odd: Simpson's rule)."""
 MAX_Z = 40.0
 """The largest boundary solved for: a crossing beyond it has probability below 1e-300."""
-GROUP_SEQUENTIAL = "group-sequential"
-"""The rule's name in a comparison's `rule`."""
 
 
 def obf_spent(fraction: float, alpha: float) -> float:

@@ -42,9 +42,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from sweeper.summarize.decide import UNDECIDED, interval_verdict, read_interval, supported_margin
-from sweeper.summarize.group_sequential import GROUP_SEQUENTIAL, nominal_levels, t_radius
+from sweeper.summarize.group_sequential import nominal_levels, t_radius
 from sweeper.summarize.records import (
     GROUP_SEQUENTIAL_METHOD,
+    RULE_ANYTIME,
+    RULE_GROUP_SEQUENTIAL,
     Comparison,
     CountedTrial,
     SequentialPlan,
@@ -54,7 +56,6 @@ from sweeper.summarize.stats import by_seed, mean, sample_std
 PRIOR_SCALES = (0.25, 1.0, 4.0, 16.0, 64.0)
 """Prior variances g of the standardized effect, mixed with equal weights: effects of
 half a standard deviation to about ten are all found within a few looks."""
-RULE = "anytime-valid"
 MAX_SEEDS_ESTIMATE = 10_000
 """Beyond this the seeds needed are reported as not estimable (the effect is ~0)."""
 
@@ -194,8 +195,8 @@ def look_radii(pairs: Sequence[int], level: float, planned: int | None) -> list[
 def rule_of(plan: SequentialPlan, pairs: int) -> str:
     """The rule that decides a comparison with `pairs` seed pairs under `plan`."""
     if plan.method == GROUP_SEQUENTIAL_METHOD and pairs <= plan.max_seeds:
-        return GROUP_SEQUENTIAL
-    return RULE
+        return RULE_GROUP_SEQUENTIAL
+    return RULE_ANYTIME
 
 
 def _walk(
