@@ -35,9 +35,10 @@ plan's looks (O'Brien-Fleming-type alpha spending, Bonferroni over the compariso
 so stopping as soon as they decide keeps the rate of false decisions at 0.05 over all
 looks; re-running a fixed-n t-test after every batch would not. The plan (seeds,
 batch, max, margin) is recorded before the first look; a resume must keep it, except
-that it may raise --max-seeds (past the plan, the anytime-valid rule decides). With --margin D a comparison can also stop as
-"equivalent within ±D". The report says why it stopped, at which look each comparison
-was decided, and how many trials that saved against every group at --max-seeds.
+that it may raise --max-seeds (past the plan, the anytime-valid rule decides). With
+--margin D a comparison can also stop as "equivalent within ±D". The report says why
+it stopped, at which look each comparison was decided, and how many trials that saved
+against every group at --max-seeds.
 
 examples:
   sweeper run sweeps/demo.yaml

@@ -17,6 +17,7 @@
   sequential.py   seeds added until decided: the walk over the looks, anytime-valid
                   confidence sequences
   group_sequential.py  the recorded plan's boundaries (alpha spending), t at each look
+  sequential_power.py  seeds needed at a stated power under a sequential rule (simulated)
   search.py       the search stage per group: best configuration, Optuna importances
   budget.py       expected best search score vs number of search trials (Dodge et al.)
   costs.py        the cost ledger's totals summed (Spend), prices, "seeds needed" priced

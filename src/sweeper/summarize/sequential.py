@@ -56,8 +56,6 @@ from sweeper.summarize.stats import by_seed, mean, sample_std
 PRIOR_SCALES = (0.25, 1.0, 4.0, 16.0, 64.0)
 """Prior variances g of the standardized effect, mixed with equal weights: effects of
 half a standard deviation to about ten are all found within a few looks."""
-MAX_SEEDS_ESTIMATE = 10_000
-"""Beyond this the seeds needed are reported as not estimable (the effect is ~0)."""
 
 
 def log_e_value(t: float, n: int) -> float:
@@ -227,7 +225,7 @@ def _walk(
         equivalent_within=supported_margin(_finite(walk.low), _finite(walk.high)),
         look=walk.look,
         n_decision=walk.n,
-        seeds_needed=None if walk.verdict else seeds_to_decide(c, a, b, level),
+        seeds_needed=None if walk.verdict else seeds_to_decide(c, a, b, plan, level),
     )
 
 
@@ -236,28 +234,25 @@ def _finite(value: float) -> float | None:
 
 
 def seeds_to_decide(
-    c: Comparison, a: dict[int | None, float], b: dict[int | None, float], level: float
+    c: Comparison,
+    a: dict[int | None, float],
+    b: dict[int | None, float],
+    plan: SequentialPlan,
+    level: float,
 ) -> int | None:
-    """The pairs at which the expected t of the observed effect, d_z·√n, reaches the
-    sequence's radius: an estimate from the observed effect; None when not estimable."""
-    shared = [s for s in a if s in b]
-    differences = [a[s] - b[s] for s in shared]
+    """The --max-seeds at which a plan like `plan` would decide the comparison with the
+    stated power if its observed d_z were the truth, under the rule that decides it
+    (`sweeper.summarize.sequential_power`); None when not estimable."""
+    from sweeper.summarize.sequential_power import seeds_for_power
+
+    differences = [a[s] - b[s] for s in a if s in b]
     spread = sample_std(differences)
-    if not spread or not differences or mean(differences) == 0.0:
+    if not spread:
         return None
     effect = abs(mean(differences)) / spread
+    group_sequential = rule_of(plan, len(differences)) == RULE_GROUP_SEQUENTIAL
 
-    def reached(n: int) -> bool:  # d_z·√n outgrows the radius, which grows like √log n
-        return effect * math.sqrt(n) >= radius(n, level)
+    def radii(looks: tuple[int, ...], most: int) -> list[float]:
+        return look_radii(list(looks), level, most if group_sequential else None)
 
-    if reached(2):
-        return 2
-    low, high = 2, 4
-    while not reached(high):
-        if high >= MAX_SEEDS_ESTIMATE:
-            return None
-        low, high = high, min(2 * high, MAX_SEEDS_ESTIMATE)
-    while high - low > 1:
-        middle = (low + high) // 2
-        low, high = (low, middle) if reached(middle) else (middle, high)
-    return high
+    return seeds_for_power(effect, plan.start, plan.batch, radii)

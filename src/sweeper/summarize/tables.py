@@ -42,6 +42,7 @@ from sweeper.summarize.cells import (
     signed,
     two,
 )
+from sweeper.summarize.decide import POWER
 from sweeper.summarize.paragraph import results_paragraph
 from sweeper.summarize.records import Summary
 from sweeper.summarize.spend import sweep_line
@@ -232,7 +233,7 @@ def comparisons_table(summary: Summary) -> Table:
         Column("Equivalent within", EQUIVALENT_WITHIN),
         Column("P(A>B)", _improve),
         Column("d_z", field("cohens_dz", signed)),
-        Column("Seeds needed (est.)", SEEDS_NEEDED),
+        Column(f"Seeds needed ({POWER:.0%} power)", SEEDS_NEEDED),
         *([Column("ASO eps_min", field("aso", two))] if _has_aso(summary) else []),
         Column("Note", field("note"), numeric=False),
     )
