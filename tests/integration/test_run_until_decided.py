@@ -37,9 +37,9 @@ def test_demo_data_decides_init_and_ends_framework_with_its_interval(tmp_path):
 
     One epoch at the demo's lr 3e-5 leaves pretrained within reach of random at 3 seeds;
     at 1e-4 one epoch separates them, which is what this test needs. At 3 seeds no
-    comparison of a family of four can be decided (the rule's e-value cannot reach
-    4 / 0.05 from three pairs), so every group gets seeds 4-6; by 9 pairs pretrained vs
-    random is decided in both frameworks. Each fairseq - hf comparison ends, with
+    comparison of a family of four is decided (the plan's first look spends almost none
+    of alpha: t on 2 df must pass about 480), so every group gets seeds 4-6; by 9 pairs
+    pretrained vs random is decided in both frameworks. Each fairseq - hf comparison ends, with
     --margin 3, as its interval says: equivalent (inside ±3), better (excludes 0) or
     undecided (holds 0 and reaches past ±3).
     """
