@@ -7,8 +7,9 @@ resume; and a fixed-seed sweep that keeps the fixed-n table.
 
 Real CLI, real Ray and MLflow; the dummy trainer makes the outcome known in advance:
 its accuracy ignores a learning rate below 0.01 and loses 20 points at 0.1, and each
-trial is shifted by its own fixed noise (see NOISE). The decisions are the anytime-
-valid rule's (`sweeper.summarize.sequential`), read at the look that made them.
+trial is shifted by its own fixed noise (see NOISE). The decisions are the recorded
+plan's group-sequential rule's (`sweeper.summarize.group_sequential`), read at the look
+that made them.
 """
 
 from __future__ import annotations
@@ -36,9 +37,9 @@ def test_demo_data_decides_init_and_ends_framework_with_its_interval(tmp_path):
 
     One epoch at the demo's lr 3e-5 leaves pretrained within reach of random at 3 seeds;
     at 1e-4 one epoch separates them, which is what this test needs. At 3 seeds no
-    comparison of a family of four can be decided (the rule's e-value cannot reach
-    4 / 0.05 from three pairs), so every group gets seeds 4-6; by 9 pairs pretrained vs
-    random is decided in both frameworks. Each fairseq - hf comparison ends, with
+    comparison of a family of four is decided (the plan's first look spends almost none
+    of alpha: t on 2 df must pass about 480), so every group gets seeds 4-6; by 9 pairs
+    pretrained vs random is decided in both frameworks. Each fairseq - hf comparison ends, with
     --margin 3, as its interval says: equivalent (inside ±3), better (excludes 0) or
     undecided (holds 0 and reaches past ±3).
     """
@@ -136,7 +137,12 @@ def test_seeds_go_only_to_undecided_groups(tmp_path, tmp_path_factory):
     for kind in ("train.lr=0.001 - train.lr=0.1", "train.lr=0.002 - train.lr=0.1"):
         c = decisions[kind]
         assert c["decision"].endswith("] better") and "lr=0.1]" not in c["decision"]
-        assert (c["rule"], c["look"], c["n_decision"], c["p_holm"]) == ("anytime-valid", 1, 4, None)
+        assert (c["rule"], c["look"], c["n_decision"], c["p_holm"]) == (
+            "group-sequential",
+            1,
+            4,
+            None,
+        )
         assert c["decision_low"] > 0  # the interval says why: it excludes 0
     same = decisions["train.lr=0.001 - train.lr=0.002"]
     assert same["decision"] == "equivalent within ±2" and (same["look"], same["n_decision"]) == (
@@ -145,7 +151,7 @@ def test_seeds_go_only_to_undecided_groups(tmp_path, tmp_path_factory):
     )
     assert -2 < same["decision_low"] <= same["decision_high"] < 2
     text = run_sweeper("summarize", spec, "--no-log").stdout
-    assert "p (fixed-n, not for decisions)" in text and "anytime-valid" in text
+    assert "p (fixed-n, not for decisions)" in text and "group-sequential" in text
 
     again = run_sweeper(*args, "--margin", "2", "--resume", extra=NOISE)  # nothing left to run
     assert again.returncode == 0, again.stderr[-3000:]
@@ -155,6 +161,15 @@ def test_seeds_go_only_to_undecided_groups(tmp_path, tmp_path_factory):
     assert other.returncode == 2, other.stdout[-2000:]
     assert "margin: 2.0 -> None" in other.stderr
     assert len(runs_by_role(out, "decide")[1]) == 16
+    more = ("run", spec, "--until-decided", "--max-seeds", "8", "--seed-batch", "2")
+    raised = run_sweeper(*more, "--margin", "2", "--resume", extra=NOISE)  # may rise
+    assert raised.returncode == 0, raised.stderr[-3000:]
+    assert "past the recorded plan's 6 seeds (to 8)" in raised.stdout
+    assert "adding seeds" not in raised.stdout  # every comparison was decided already
+    extended = json.loads(
+        runs_by_role(out, "decide")[0][0].data.tags[record_names.TAG_SEQUENTIAL_PLAN]
+    )
+    assert (extended["max_seeds"], extended["extended_to"]) == (6, 8)
 
 
 def test_a_fixed_seed_sweep_keeps_the_fixed_n_table(tmp_path, tmp_path_factory):

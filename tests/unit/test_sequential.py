@@ -11,13 +11,14 @@ from test_summarize_stats import trial
 
 from sweeper.summarize.compare import compare
 from sweeper.summarize.decide import decide
-from sweeper.summarize.records import SequentialPlan
+from sweeper.summarize.records import ANYTIME_METHOD, GROUP_SEQUENTIAL_METHOD, SequentialPlan
 from sweeper.summarize.sequential import (
     PRIOR_SCALES,
     decide_sequential,
     interval,
     log_e_value,
     radius,
+    rule_of,
     walk_looks,
 )
 from sweeper.summarize.stats import group_stats
@@ -95,13 +96,45 @@ def test_sequential_decision_on_records_names_look_and_interval():
     a = [74.0, 73.5, 75.0, 74.5, 73.0, 74.0]
     b = [50.0, 49.0, 51.5, 49.5, 50.5, 48.0]
     trials = _pairs(a, b)
-    plan = SequentialPlan(3, 3, 9, 0.05)
+    plan = SequentialPlan(3, 3, 9, 0.05, method=ANYTIME_METHOD)
     (c,) = decide_sequential(compare(group_stats(trials), trials), trials, plan, [1, 2, 3, 4, 5, 6])
     assert c.decision == "fairseq/pretrained/full better" and c.rule == "anytime-valid"
     assert (c.look, c.n_decision, c.p_holm) == (1, 3, None)
     low, high = interval([x - y for x, y in zip(a[:3], b[:3], strict=True)], 0.05)
     assert (c.decision_low, c.decision_high) == pytest.approx((low, high))
     assert c.decision_level == pytest.approx(0.95)
+
+
+def test_group_sequential_decision_reads_the_repeated_interval_of_its_look():
+    """A recorded group-sequential plan (3+3 to 9): look 1 on 3 pairs spends almost
+    nothing (nominal level 2.1e-4: t on 2 df must pass ~69), look 2 on 6 pairs decides
+    from mean ± t_5(1 - p_2 / 2) · s / √6 at rpact's second boundary 2.511427."""
+    a = [72.0, 71.0, 74.0, 73.0, 71.0, 72.5]
+    b = [70.0, 70.5, 71.0, 71.5, 69.0, 70.0]
+    trials = _pairs(a, b)
+    plan = SequentialPlan(3, 3, 9, 0.05)
+    assert plan.method == GROUP_SEQUENTIAL_METHOD  # new plans get the group-sequential rule
+    (c,) = decide_sequential(compare(group_stats(trials), trials), trials, plan, range(1, 7))
+    assert c.rule == "group-sequential" and (c.look, c.n_decision) == (2, 6)
+    d = np.array(a) - np.array(b)
+    half = stats.t.ppf(1 - stats.norm.sf(2.511427), 5) * stats.tstd(d) / math.sqrt(6)
+    first = interval_at_look(d[:3], stats.norm.sf(3.710303) * 2)
+    low, high = max(first[0], d.mean() - half), min(first[1], d.mean() + half)
+    assert (c.decision_low, c.decision_high) == pytest.approx((low, high), rel=1e-5)
+    assert c.decision == "fairseq/pretrained/full better" and low > 0
+
+
+def interval_at_look(d, level):
+    half = stats.t.ppf(1 - level / 2, len(d) - 1) * stats.tstd(d) / math.sqrt(len(d))
+    return d.mean() - half, d.mean() + half
+
+
+def test_pairs_past_the_recorded_plan_fall_back_to_the_anytime_valid_rule():
+    looks = [[1.0, 2.0, 1.5], [1.0, 2.0, 1.5, 1.2, 1.8, 1.1]]
+    assert walk_looks(looks, 0.05, planned=3) == walk_looks(looks, 0.05)  # 6 pairs > 3
+    assert walk_looks(looks, 0.05, planned=6) != walk_looks(looks, 0.05)
+    assert rule_of(SequentialPlan(3, 3, 3, 0.05), 6) == "anytime-valid"
+    assert rule_of(SequentialPlan(3, 3, 6, 0.05), 6) == "group-sequential"
 
 
 def test_sequential_undecided_reports_the_last_look_and_seeds_to_decide():

@@ -103,7 +103,7 @@ def test_comparison_sentences_quote_their_row(make: Callable[[], Summary]) -> No
             assert f"the data support {row['Equivalent within']}" in sentence
         else:
             assert f"{a} vs {b} on {row['Axis']} is undecided" in sentence
-            assert f"an estimated {row['Seeds needed (est.)']} seeds per group" in sentence
+            assert f"an estimated {row['Seeds needed (80% power)']} seeds per group" in sentence
 
 
 @SUMMARIES

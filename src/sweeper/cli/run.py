@@ -30,13 +30,15 @@ without a heartbeat, or at once with --force-resume.
 With --until-decided the grid runs first; then, while a comparison of the summary is
 undecided and fewer than --max-seeds seeds have run, the next --seed-batch seeds are
 added to the groups of the undecided comparisons only (new trial keys; nothing
-finished runs again). Decisions come from anytime-valid confidence sequences
-(Bonferroni over the comparisons), so stopping as soon as they decide keeps the rate
-of false decisions at 0.05 over all looks; re-running a fixed-n t-test after every
-batch would not. The plan (seeds, batch, max, margin) is recorded before the first
-look; a resume must keep it. With --margin D a comparison can also stop as
-"equivalent within ±D". The report says why it stopped, at which look each comparison
-was decided, and how many trials that saved against every group at --max-seeds.
+finished runs again). Decisions come from group-sequential boundaries over the
+plan's looks (O'Brien-Fleming-type alpha spending, Bonferroni over the comparisons),
+so stopping as soon as they decide keeps the rate of false decisions at 0.05 over all
+looks; re-running a fixed-n t-test after every batch would not. The plan (seeds,
+batch, max, margin) is recorded before the first look; a resume must keep it, except
+that it may raise --max-seeds (past the plan, the anytime-valid rule decides). With
+--margin D a comparison can also stop as "equivalent within ±D". The report says why
+it stopped, at which look each comparison was decided, and how many trials that saved
+against every group at --max-seeds.
 
 examples:
   sweeper run sweeps/demo.yaml
@@ -105,8 +107,9 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
         "--until-decided",
         action="store_true",
         help="after the grid, add seeds to the groups of undecided comparisons, a batch "
-        "at a time, until every comparison is decided (anytime-valid: the error rate holds "
-        "over all looks) or --max-seeds is reached (grid sweeps only)",
+        "at a time, until every comparison is decided (group-sequential boundaries over the "
+        "recorded plan's looks: the error rate holds over all of them) or --max-seeds is "
+        "reached (grid sweeps only; a resume may raise --max-seeds)",
     )
     add_margin_argument(parser, "sets the spec's compare.margin")
     parser.add_argument(

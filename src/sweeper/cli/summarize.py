@@ -15,9 +15,10 @@ Reads the trial runs of one sweep and reports:
                within ±D" (with --margin D) or "undecided" with the seeds an estimate
                from the observed effect says would decide. Seeds fixed in advance:
                Holm-adjusted p (with a margin: each comparison's Bonferroni t
-               interval). After `sweeper run --until-decided`: the anytime-valid
-               interval of the plan recorded on the sweep's run, at the look that
-               decided; the fixed-n p is then shown for reference only
+               interval). After `sweeper run --until-decided`: the group-sequential
+               interval of the plan recorded on the sweep's run (anytime-valid for
+               older plans and seeds past a plan), at the look that decided; the
+               fixed-n p is then shown for reference only
   not counted  failed, interrupted, running, early-stopped and duplicate runs,
                search-stage trials, and runs with no test accuracy at their best
                validation step, each with the reason

@@ -3,13 +3,15 @@
 The plan (grid seeds, seeds per batch, `--max-seeds`, alpha, margin) is recorded on
 the sweep's parent run before the first look; a resume with another plan exits 2
 naming the difference. The grid runs first. Then, while some comparison of the summary
-is undecided by the anytime-valid rule (`sweeper.summarize.sequential`: its decisions
-hold at every look at once, so stopping when they decide does not inflate the error)
-and fewer than `--max-seeds` seeds have been run, the next batch of seeds (the
-integers after the highest seed run so far) is added to the groups of the undecided
-comparisons only. A comparison decided either way (better, or equivalent within the
-margin) stops. A batch is an ordinary
-grid run over new trial keys through the same store planning as `--resume`, so nothing
+is undecided by the plan's rule (`sweeper.summarize.group_sequential` for a new plan:
+boundaries over its looks; `sweeper.summarize.sequential` for older plans and seeds
+past a plan: valid at any looks; either way stopping when they decide does not
+inflate the error) and fewer than `--max-seeds` seeds have been run, the next batch of
+seeds (the integers after the highest seed run so far) is added to the groups of the
+undecided comparisons only. A comparison decided either way (better, or equivalent
+within the margin) stops. A resume may raise `--max-seeds` (the plan is extended, the
+rule past it named); nothing else of the plan changes. A batch is an ordinary grid
+run over new trial keys through the same store planning as `--resume`, so nothing
 finished is run again, a killed driver resumes with `--resume --until-decided`, and
 the record holds one run per key. Seeds, not trials, are the unit: both groups of a
 comparison get the same new seeds, so the new trials pair.
@@ -46,15 +48,20 @@ def run_until_decided(options: RunOptions, spec: SweepSpec, budget: Budget) -> i
             f"--max-seeds {budget.max_seeds} is below the grid's {len(spec.grid.seed)} seeds"
         )
     sweep = open_grid(options, spec)
-    plan = budget.plan(spec)
-    record_plan(sweep, plan)
+    plan = record_plan(sweep, budget.plan(spec))
     print(
         f"plan: {plan.start} seeds, then +{plan.batch} per look up to {plan.max_seeds} "
-        f"(looks at {', '.join(map(str, plan.looks()))}); decisions anytime-valid at "
+        f"(looks at {', '.join(map(str, plan.looks()))}); decisions: {plan.method}, "
         f"family-wise alpha {plan.alpha:g}"
         + (f", equivalence margin ±{plan.margin:g}" if plan.margin is not None else ""),
         flush=True,
     )
+    if plan.extended_to is not None:
+        print(
+            f"past the recorded plan's {plan.max_seeds} seeds (to {plan.extended_to}), a "
+            "comparison is decided by the anytime-valid rule",
+            flush=True,
+        )
     inputs = prepare(spec)
     groups = {t.group for t in sweep.trials.values()}
     status = run_grid(sweep, inputs, report=False)
@@ -77,10 +84,12 @@ def run_until_decided(options: RunOptions, spec: SweepSpec, budget: Budget) -> i
     return status
 
 
-def record_plan(sweep: Sweep, plan: SequentialPlan) -> None:
-    """Tag the parent run with the plan before the first look. A resumed sweep whose
-    record holds another plan raises SweepError (exit 2) naming what differs, before
-    anything is created: decisions are only valid under the plan they were made by."""
+def record_plan(sweep: Sweep, plan: SequentialPlan) -> SequentialPlan:
+    """Tag the parent run with the plan before the first look; returns the plan in
+    force. A resumed sweep goes on under its recorded plan and rule, extended where
+    the resume raises `--max-seeds`; one that asks for another start, batch or margin
+    raises SweepError (exit 2) naming what differs, before anything is created:
+    decisions are only valid under the plan they were made by."""
     from sweeper.tracking.runs import role_filter, search_all
     from sweeper.tracking.sweep_run import open_sweep_run
 
@@ -89,18 +98,20 @@ def record_plan(sweep: Sweep, plan: SequentialPlan) -> None:
     if existing:
         recorded = existing[-1].data.tags.get(record_names.TAG_SEQUENTIAL_PLAN)
         if recorded:
-            differ = SequentialPlan.from_dict(json.loads(recorded)).differences(plan)
-            if differ:
+            try:
+                plan = SequentialPlan.from_dict(json.loads(recorded)).resumed_as(plan)
+            except ValueError as differ:
                 raise SweepError(
                     "this sweep's --until-decided plan was recorded before its first look "
-                    f"and a resume must keep it; it differs in {'; '.join(differ)} "
-                    "(pass the recorded --seed-batch, --max-seeds and --margin)"
-                )
+                    f"and a resume must keep it; it differs in {differ} "
+                    "(pass the recorded --seed-batch and --margin; --max-seeds may only rise)"
+                ) from None
         run_id = existing[-1].info.run_id
     else:
         run_id = open_sweep_run(sweep.client, sweep.experiment_id, sweep.spec)
     text = json.dumps(plan.to_dict(), sort_keys=True)
     sweep.client.set_tag(run_id, record_names.TAG_SEQUENTIAL_PLAN, text)
+    return plan
 
 
 def _stop_reason(status: int, open_groups: set[str], seeds: int, budget: Budget) -> str | None:

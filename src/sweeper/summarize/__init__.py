@@ -17,7 +17,10 @@
                   collapsed trials
   decide.py       seeds fixed in advance: Holm (or, with a margin, Bonferroni intervals),
                   gated by the exact sign-flip test, a decision each, seeds needed; ASO
-  sequential.py   seeds added until decided: anytime-valid confidence sequences
+  sequential.py   seeds added until decided: the walk over the looks, anytime-valid
+                  confidence sequences
+  group_sequential.py  the recorded plan's boundaries (alpha spending), t at each look
+  sequential_power.py  seeds needed at a stated power under a sequential rule (simulated)
   search.py       the search stage per group: best configuration, Optuna importances
   budget.py       expected best search score vs number of search trials (Dodge et al.)
   costs.py        the cost ledger's totals summed (Spend), prices, "seeds needed" priced

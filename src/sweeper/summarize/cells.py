@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sweeper.selection import base_name
-from sweeper.summarize.records import Summary
+from sweeper.summarize.records import SEQUENTIAL_RULES, Summary
 
 NA = "n/a"
 """What an undefined value reads; NaN is never printed."""
@@ -94,6 +94,12 @@ def plan_words(summary: Summary) -> str:
     plan = summary.plan
     assert plan is not None
     return f"{plan.start} seeds, +{plan.batch} per look, at most {plan.max_seeds}"
+
+
+def sequential_rules(summary: Summary) -> str:
+    """The rules that decided the comparisons after `--until-decided`, in words."""
+    rules = dict.fromkeys(c.rule for c in summary.comparisons if c.rule in SEQUENTIAL_RULES)
+    return " or ".join(rules) or "sequential"
 
 
 def amount(v: float) -> str:

@@ -4,7 +4,7 @@ It gives every group's mean with its 95% t interval, the rule the comparisons we
 decided by, and for each comparison: decided or not and which way, the difference,
 on how many seeds or pairs, the interval the decision was read from with its level,
 and the method (Holm-adjusted p beside the 95% t interval for fixed seeds; the
-Bonferroni t interval with a margin; the anytime-valid interval and its look after
+Bonferroni t interval with a margin; the sequential rule's interval and its look after
 `--until-decided`), or for an undecided one the seeds estimated to decide it, with the
 trials and resource-hours (and money) they would take where the sweep has a cost ledger.
 
@@ -33,9 +33,10 @@ from sweeper.summarize.cells import (
     n_ab,
     needed_spend,
     plan_words,
+    sequential_rules,
 )
 from sweeper.summarize.decide import interval_verdict
-from sweeper.summarize.records import Comparison, Summary
+from sweeper.summarize.records import SEQUENTIAL_RULES, Comparison, Summary
 
 BETTER = " better"
 EQUIVALENT = "equivalent"
@@ -115,8 +116,8 @@ def _rule(summary: Summary) -> str:
     if summary.plan is not None:
         return (
             f"Seeds were added until decided ({plan_words(summary)}); each comparison is "
-            f"decided by its anytime-valid {level} interval, which holds at every look "
-            f"(family-wise alpha = {alpha})."
+            f"decided by its {sequential_rules(summary)} {level} interval, which holds at "
+            f"every look at once (family-wise alpha = {alpha})."
         )
     if summary.margin is not None:
         return (
@@ -139,13 +140,13 @@ def _evidence(c: Comparison, row: dict[str, Any]) -> str:
         else f"n = {n_ab(row)} seeds"
     )
     level, interval = level_text(c.decision_level), DECISION_INTERVAL(row)
-    if c.rule == "anytime-valid":
+    if c.rule in SEQUENTIAL_RULES:
         if c.look is None:
-            return f"{sizes}; no look had 2 seed pairs yet, so no anytime-valid interval"
+            return f"{sizes}; no look had 2 seed pairs yet, so no {c.rule} interval"
         shown = (
-            f"anytime-valid {level} interval {interval}"
+            f"{c.rule} {level} interval {interval}"
             if interval != NA
-            else f"anytime-valid {level} interval still unbounded"
+            else f"{c.rule} {level} interval still unbounded"
         )
         at = f"decided at look {c.look}" if decided else f"at look {c.look}, the last with data"
         if c.n_decision != c.n_pairs:  # decided before the loop's last look

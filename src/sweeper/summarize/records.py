@@ -276,8 +276,9 @@ class Comparison:
     estimate from a noisy effect, not a promise; None when not estimable."""
     rule: str = "Holm"
     """What decided: `Holm` (fixed seeds, Holm-adjusted p), `interval` (fixed seeds with
-    a margin: the Bonferroni interval below) or `anytime-valid` (seeds added until
-    decided: the confidence sequence below, `sweeper.summarize.sequential`)."""
+    a margin: the Bonferroni interval below), or after `--until-decided`
+    `group-sequential` (the plan's boundaries, `sweeper.summarize.group_sequential`) or
+    `anytime-valid` (the confidence sequence, `sweeper.summarize.sequential`)."""
     decision_low: float | None = None
     decision_high: float | None = None
     """The interval the decision is read from: it excludes 0 for `better`, lies inside
@@ -287,7 +288,8 @@ class Comparison:
     decision_level: float | None = None
     """Confidence of the decision interval: rule `Holm`, 1 - the level Holm's step-down
     tested this comparison at (`decide.holm_levels`, one per comparison); rules
-    `interval` and `anytime-valid`, 1 - alpha / (comparisons in the family)."""
+    `interval`, `group-sequential` and `anytime-valid`, 1 - alpha / (comparisons in the
+    family)."""
     margin: float | None = None
     """The equivalence margin D (metric units), when one was given."""
     equivalent_within: float | None = None
@@ -428,6 +430,17 @@ class Summary:
         }
 
 
+GROUP_SEQUENTIAL_METHOD = (
+    "group-sequential t (Lan-DeMets O'Brien-Fleming-type spending), Bonferroni"
+)
+ANYTIME_METHOD = "anytime-valid t (mixture e-process), Bonferroni"
+RULE_GROUP_SEQUENTIAL = "group-sequential"
+RULE_ANYTIME = "anytime-valid"
+SEQUENTIAL_RULES = (RULE_GROUP_SEQUENTIAL, RULE_ANYTIME)
+"""A comparison's `rule` after `--until-decided`: the plan's boundaries, or (for older
+plans and pairs past a plan) the anytime-valid confidence sequence."""
+
+
 @dataclass(frozen=True)
 class SequentialPlan:
     """How `sweeper run --until-decided` adds seeds, fixed before its first look.
@@ -447,13 +460,39 @@ class SequentialPlan:
     """Family-wise error rate of the decisions over every look and comparison."""
     margin: float | None = None
     """Equivalence margin D, when given: a comparison inside ±D stops as equivalent."""
-    method: str = "anytime-valid t (mixture e-process), Bonferroni"
-    """The rule's name (`sweeper.summarize.sequential`)."""
+    method: str = GROUP_SEQUENTIAL_METHOD
+    """The rule the decisions are made by, fixed with the plan: `GROUP_SEQUENTIAL_METHOD`
+    (boundaries over these looks, `sweeper.summarize.group_sequential`) or
+    `ANYTIME_METHOD` (valid at any looks, `sweeper.summarize.sequential`; plans recorded
+    before the group-sequential rule keep it)."""
+
+    extended_to: int | None = None
+    """Seeds per group at most after a resume raised `--max-seeds` past the plan: the
+    looks go on every `batch` seeds up to it, and a comparison with more pairs than
+    `max_seeds` is decided by the anytime-valid rule (the plan's boundaries spent all
+    of alpha by `max_seeds`)."""
 
     def looks(self) -> tuple[int, ...]:
         """Seeds per group at each look."""
-        sizes = list(range(self.start, self.max_seeds, self.batch))
-        return (*sizes, self.max_seeds)
+        sizes = [*range(self.start, self.max_seeds, self.batch), self.max_seeds]
+        if self.extended_to is not None and self.extended_to > self.max_seeds:
+            sizes += [*range(self.max_seeds + self.batch, self.extended_to, self.batch)]
+            sizes.append(self.extended_to)
+        return tuple(sizes)
+
+    def resumed_as(self, asked: SequentialPlan) -> SequentialPlan:
+        """The plan a resume that asks for `asked` goes on under: this one, with its
+        rule, extended when `asked` raises `--max-seeds` past it. ValueError naming
+        what else differs: decisions are only valid under the plan they were made by."""
+        fixed = ("start", "batch", "alpha", "margin")
+        differ = [d for d in self.differences(asked) if d.split(":")[0] in fixed]
+        if asked.max_seeds < self.max_seeds:
+            differ.append(f"max_seeds: {self.max_seeds} -> {asked.max_seeds} (only raised)")
+        if differ:
+            raise ValueError("; ".join(differ))
+        if asked.max_seeds > max(self.max_seeds, self.extended_to or 0):
+            return dataclasses.replace(self, extended_to=asked.max_seeds)
+        return self
 
     def to_dict(self) -> dict[str, Any]:
         return _shallow(self)
@@ -471,7 +510,7 @@ class SequentialPlan:
 
 def _correction(plan: SequentialPlan | None, margin: float | None) -> str:
     if plan is not None:
-        return "Bonferroni across the comparisons, anytime-valid over the looks (decision_*)"
+        return f"Bonferroni across the comparisons, {plan.method} over the looks (decision_*)"
     if margin is not None:
         return (
             "Bonferroni across the comparisons (decision_* intervals); paired decisions "

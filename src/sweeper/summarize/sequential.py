@@ -42,15 +42,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from sweeper.summarize.decide import UNDECIDED, interval_verdict, read_interval, supported_margin
-from sweeper.summarize.records import Comparison, CountedTrial, SequentialPlan
+from sweeper.summarize.group_sequential import nominal_levels, t_radius
+from sweeper.summarize.records import (
+    GROUP_SEQUENTIAL_METHOD,
+    RULE_ANYTIME,
+    RULE_GROUP_SEQUENTIAL,
+    Comparison,
+    CountedTrial,
+    SequentialPlan,
+)
 from sweeper.summarize.stats import by_seed, mean, sample_std
 
 PRIOR_SCALES = (0.25, 1.0, 4.0, 16.0, 64.0)
 """Prior variances g of the standardized effect, mixed with equal weights: effects of
 half a standard deviation to about ten are all found within a few looks."""
-RULE = "anytime-valid"
-MAX_SEEDS_ESTIMATE = 10_000
-"""Beyond this the seeds needed are reported as not estimable (the effect is ~0)."""
 
 
 def log_e_value(t: float, n: int) -> float:
@@ -92,10 +97,14 @@ def radius(n: int, level: float) -> float:
 def interval(differences: Sequence[float], level: float) -> tuple[float, float]:
     """The confidence sequence's interval at one look (not yet intersected with earlier
     ones): (-inf, inf) when the look cannot exclude anything."""
-    n = len(differences)
-    c = radius(n, level)
+    return _around_mean(differences, radius(len(differences), level))
+
+
+def _around_mean(differences: Sequence[float], c: float) -> tuple[float, float]:
+    """mean ± c standard errors; (-inf, inf) for an infinite c."""
     if math.isinf(c):
         return -math.inf, math.inf
+    n = len(differences)
     m, s = mean(differences), sample_std(differences) or 0.0
     half = c * s / math.sqrt(n)
     return m - half, m + half
@@ -144,24 +153,48 @@ def walk_looks(
     level: float,
     margin: float | None = None,
     bounds: tuple[float, float] | None = None,
+    planned: int | None = None,
 ) -> Walk:
     """Run the rule over the seed differences available at each look (each list
     extends the one before): the first look whose intersected interval excludes 0
-    (`A` or `B`) or lies inside (-margin, margin) (`equivalent`) stops the walk."""
+    (`A` or `B`) or lies inside (-margin, margin) (`equivalent`) stops the walk.
+    `planned`: the plan's most pairs, for the group-sequential rule's repeated
+    intervals (`sweeper.summarize.group_sequential`); None, or a look past it: the
+    anytime-valid confidence sequence."""
     low, high = (-math.inf, math.inf) if bounds is None else bounds
-    at = n_at = None
-    seen = 0
+    kept = []  # (look, differences) of the looks that added a pair
     for index, differences in enumerate(looks, start=1):
-        if len(differences) == seen or len(differences) < 2:
-            continue  # this look added no pair to this comparison
-        seen = len(differences)
-        this_low, this_high = interval(differences, level)
+        if len(differences) >= 2 and len(differences) > (len(kept[-1][1]) if kept else 0):
+            kept.append((index, differences))
+    radii = look_radii([len(d) for _, d in kept], level, planned)
+    at = n_at = None
+    for (index, differences), c in zip(kept, radii, strict=True):
+        this_low, this_high = _around_mean(differences, c)
         low, high = max(low, this_low), min(high, this_high)
-        at, n_at = index, seen
+        at, n_at = index, len(differences)
         verdict = interval_verdict(low, high, margin)
         if verdict is not None:
             return Walk(at, n_at, low, high, verdict)
     return Walk(at, n_at, low, high, None)
+
+
+def look_radii(pairs: Sequence[int], level: float, planned: int | None) -> list[float]:
+    """The |t| each look's interval spans, for looks with `pairs` seed pairs
+    (increasing): the group-sequential boundaries when every look lies within the
+    plan (`planned` pairs at most), else the anytime-valid radius."""
+    if not pairs:
+        return []
+    if planned is not None and pairs[-1] <= planned:
+        levels = nominal_levels(pairs, planned, level)
+        return [t_radius(n, p) for n, p in zip(pairs, levels, strict=True)]
+    return [radius(n, level) for n in pairs]
+
+
+def rule_of(plan: SequentialPlan, pairs: int) -> str:
+    """The rule that decides a comparison with `pairs` seed pairs under `plan`."""
+    if plan.method == GROUP_SEQUENTIAL_METHOD and pairs <= plan.max_seeds:
+        return RULE_GROUP_SEQUENTIAL
+    return RULE_ANYTIME
 
 
 def _walk(
@@ -176,14 +209,15 @@ def _walk(
     mode: str,
 ) -> Comparison:
     looks = [[a[s] - b[s] for s in seed_order[:size] if s in a and s in b] for size in plan.looks()]
-    walk = walk_looks(looks, level, margin, bounds)
+    planned = plan.max_seeds if plan.method == GROUP_SEQUENTIAL_METHOD else None
+    walk = walk_looks(looks, level, margin, bounds, planned)
     decision = read_interval(c, walk.low, walk.high, margin, mode) if walk.verdict else UNDECIDED
     return replace(
         c,
         p_holm=None,
         decision=decision,
         alpha=plan.alpha,
-        rule=RULE,
+        rule=rule_of(plan, max((len(look) for look in looks), default=0)),
         decision_low=_finite(walk.low),
         decision_high=_finite(walk.high),
         decision_level=1.0 - level,
@@ -191,7 +225,7 @@ def _walk(
         equivalent_within=supported_margin(_finite(walk.low), _finite(walk.high)),
         look=walk.look,
         n_decision=walk.n,
-        seeds_needed=None if walk.verdict else seeds_to_decide(c, a, b, level),
+        seeds_needed=None if walk.verdict else seeds_to_decide(c, a, b, plan, level),
     )
 
 
@@ -200,28 +234,25 @@ def _finite(value: float) -> float | None:
 
 
 def seeds_to_decide(
-    c: Comparison, a: dict[int | None, float], b: dict[int | None, float], level: float
+    c: Comparison,
+    a: dict[int | None, float],
+    b: dict[int | None, float],
+    plan: SequentialPlan,
+    level: float,
 ) -> int | None:
-    """The pairs at which the expected t of the observed effect, d_z·√n, reaches the
-    sequence's radius: an estimate from the observed effect; None when not estimable."""
-    shared = [s for s in a if s in b]
-    differences = [a[s] - b[s] for s in shared]
+    """The --max-seeds at which a plan like `plan` would decide the comparison with the
+    stated power if its observed d_z were the truth, under the rule that decides it
+    (`sweeper.summarize.sequential_power`); None when not estimable."""
+    from sweeper.summarize.sequential_power import seeds_for_power
+
+    differences = [a[s] - b[s] for s in a if s in b]
     spread = sample_std(differences)
-    if not spread or not differences or mean(differences) == 0.0:
+    if not spread:
         return None
     effect = abs(mean(differences)) / spread
+    group_sequential = rule_of(plan, len(differences)) == RULE_GROUP_SEQUENTIAL
 
-    def reached(n: int) -> bool:  # d_z·√n outgrows the radius, which grows like √log n
-        return effect * math.sqrt(n) >= radius(n, level)
+    def radii(looks: tuple[int, ...], most: int) -> list[float]:
+        return look_radii(list(looks), level, most if group_sequential else None)
 
-    if reached(2):
-        return 2
-    low, high = 2, 4
-    while not reached(high):
-        if high >= MAX_SEEDS_ESTIMATE:
-            return None
-        low, high = high, min(2 * high, MAX_SEEDS_ESTIMATE)
-    while high - low > 1:
-        middle = (low + high) // 2
-        low, high = (low, middle) if reached(middle) else (middle, high)
-    return high
+    return seeds_for_power(effect, plan.start, plan.batch, radii)

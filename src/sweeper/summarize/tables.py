@@ -39,9 +39,11 @@ from sweeper.summarize.cells import (
     n_ab,
     p_text,
     plan_words,
+    sequential_rules,
     signed,
     two,
 )
+from sweeper.summarize.decide import POWER
 from sweeper.summarize.paragraph import results_paragraph
 from sweeper.summarize.records import Summary
 from sweeper.summarize.spend import sweep_line
@@ -186,7 +188,7 @@ def _cost_columns(summary: Summary) -> list[Column]:
 
 def comparisons_table(summary: Summary) -> Table:
     """The comparisons with the rule that decided them: fixed-n (Holm, or a Bonferroni
-    interval with a margin) or anytime-valid after `--until-decided`."""
+    interval with a margin) or the plan's sequential rule after `--until-decided`."""
     sel = summary.selection
     rows = tuple(c.to_dict() for c in summary.comparisons)
     first = summary.comparisons[0] if summary.comparisons else None
@@ -198,8 +200,9 @@ def comparisons_table(summary: Summary) -> Table:
     if sequential:
         rule = (
             f"seeds added until decided ({plan_words(summary)}): decided by each "
-            f"comparison's anytime-valid {level} interval (Bonferroni over the table), valid "
-            "at every look; the fixed-n p is shown for reference and decides nothing"
+            f"comparison's {sequential_rules(summary)} {level} interval (Bonferroni over "
+            "the table), valid at every look at once; the fixed-n p is shown for reference "
+            "and decides nothing"
         )
     elif summary.margin is not None:
         rule = f"decided by each comparison's {level} t interval (Bonferroni over the table)"
@@ -248,7 +251,7 @@ def comparisons_table(summary: Summary) -> Table:
         Column("Equivalent within", EQUIVALENT_WITHIN),
         Column("P(A>B)", _improve),
         Column("d_z", field("cohens_dz", signed)),
-        Column("Seeds needed (est.)", SEEDS_NEEDED),
+        Column(f"Seeds needed ({POWER:.0%} power)", SEEDS_NEEDED),
         *([Column("ASO eps_min", field("aso", two))] if _has_aso(summary) else []),
         Column("Note", field("note"), numeric=False),
     )
