@@ -136,11 +136,8 @@ def test_the_summary_selects_reports_and_compares_by_the_selection():
 
 
 def test_a_lower_is_better_metric_decides_for_the_lower_group():
-    """Six seeds: the fewest pairs on which the exact sign-flip test, which every
-    decision needs as well (decide.exact_verdict), can reach 0.05."""
-    seeds = range(1, 7)
-    low = [_trial("hf/pretrained/full", s, 3.0 - s / 10, 0.0) for s in seeds]
-    high = [_trial("hf/random/full", s, 9.0 + s, 0.0) for s in seeds]
+    low = [_trial("hf/pretrained/full", s, 3.0 - s / 10, 0.0) for s in (1, 2, 3)]
+    high = [_trial("hf/random/full", s, 9.0 + s, 0.0) for s in (1, 2, 3)]
     groups = group_stats([*low, *high])
     (comparison,) = decide(compare(groups, [*low, *high]), [*low, *high], 0.05, "min")
     assert comparison.diff < 0 and comparison.decision == "hf/pretrained/full better"

@@ -187,3 +187,32 @@ def test_intervals_respect_the_metrics_range():
     assert groups["fairseq/random/full"].ci_low == 0.0
     (c,) = compare(list(groups.values()), trials, bounds=(-100.0, 100.0))
     assert -100.0 <= c.ci_low <= c.ci_high <= 100.0
+
+
+@pytest.mark.parametrize("planned", [None, 3, 9])
+def test_ties_decide_only_where_the_exact_test_does(planned):
+    """[1, 1, 1] is one point, [1, 1, 1]: no interval around it should decide, since the
+    exact sign-flip p of three equal differences is 0.25; [0, 0, 0] is not
+    "equivalent within ±0.01" (each one-sided exact p is 1/8). Nine equal differences
+    (exact p 2/512) do decide, under either rule."""
+    assert walk_looks([[1.0, 1.0, 1.0]], 0.05, planned=planned).verdict is None
+    assert walk_looks([[0.0, 0.0, 0.0]], 0.05, margin=0.01, planned=planned).verdict is None
+    if planned != 3:
+        nine = [[1.0] * 3, [1.0] * 6, [1.0] * 9]
+        assert walk_looks(nine, 0.05, planned=planned).verdict == "A"
+
+
+def test_lattice_differences_at_the_margin_are_rarely_declared_equivalent_sequentially():
+    """Differences of 0 or +1 point, probability 1/2 each (true mean 0.5 = the margin:
+    "equivalent within ±0.5" is false), a 3+3 to 9 plan: at most alpha + 3 SE of the
+    loops declare it (the rule without the exact gate did at [0, 0, 0]: 12.5%)."""
+    rng = np.random.default_rng(12)
+    loops, declared = 2000, {None: 0, 9: 0}
+    looks = SequentialPlan(3, 3, 9, 0.05).looks()
+    for _ in range(loops):
+        d = list(rng.integers(0, 2, size=9).astype(float))
+        for planned in declared:
+            walk = walk_looks([d[:n] for n in looks], 0.05, margin=0.5, planned=planned)
+            declared[planned] += walk.verdict == "equivalent"
+    bound = 0.05 + 3 * math.sqrt(0.05 * 0.95 / loops)
+    assert all(n / loops <= bound for n in declared.values()), declared

@@ -18,10 +18,14 @@ alpha × (family size) false differences. Two rules, both at family-wise level a
   of a comparison decided "equivalent" whose "no difference" null is true, which its
   proof does not allow.
 
-Either rule decides a paired comparison only where the exact sign-flip test on the same
-differences at the same level decides it too (`exact_verdict`): t-based rules read a
-tie (every difference equal) or a few lattice values as a precise result, which no
-test free of the normal assumption supports. Either way the decision's own interval
+At a tie (every seed difference equal: no spread, so t is infinite and its interval a
+point) either rule decides a paired comparison only where the exact sign-flip test on
+the same differences at the same level decides it too (`exact_verdict`): a t-based rule
+would read lattice-valued accuracies that happen to agree (three seeds at +1 point, or
+collapsed trials at one value) as a precise result. With any spread the t-based rule
+decides, and the exact sign-flip p is shown beside it (`Comparison.p_sign_flip`; below
+6 pairs it cannot go under 0.05, which is what a t-test's normal assumption buys at a
+handful of seeds; docs/statistics.md). Either way the decision's own interval
 gives `equivalent_within`: the smallest margin the data already support. An
 `undecided` comparison has `seeds_needed`: the seeds per group at which a two-sided
   t-test would have power 0.8 at the observed effect size (mean difference over the
@@ -31,10 +35,9 @@ gives `equivalent_within`: the smallest margin the data already support. An
   `TTestPower` (paired) or `TTestIndPower` (unpaired, equal group sizes) solves for,
   from the noncentral t distribution in scipy.special, because importing statsmodels
   would take longer than all the rest of a summary (tests hold both to statsmodels'
-  answers), and for a paired comparison at least the fewest pairs on which the exact
-  sign-flip test can reach alpha / m (`stats.sign_flip_min_n`), which a decision needs
-  too. It is an estimate from a noisy effect size, not a promise; None when the
-  observed effect or spread is zero or undefined.
+  answers). It is an estimate from a noisy effect size, not a promise; None when the
+  observed effect or spread is zero or undefined (a tie: the exact test's floor,
+  `stats.sign_flip_min_n`, is then the seeds that could decide).
 
 Almost Stochastic Order (Dror et al. 2019, the `deepsig` package) is an option
 (`sweeper summarize --aso`): deepsig bootstraps every comparison many times over,
@@ -55,7 +58,6 @@ from sweeper.summarize.stats import (
     clip,
     paired_t,
     sample_std,
-    sign_flip_min_n,
     welch,
 )
 
@@ -148,16 +150,15 @@ def paired_differences(
 def exact_verdict(
     verdict: str | None, differences: Sequence[float], level: float, margin: float | None
 ) -> str | None:
-    """`verdict` (`A`, `B`, `equivalent` or None) where the exact sign-flip test on the
-    same seed-matched differences at the same level could take it too, else None:
-    `A` / `B` need its two-sided p below `level`, `equivalent` its two one-sided p
-    (`sign_flip_tost_p`) below level / 2, the level of each one-sided test behind a
-    1 - level interval. It only removes decisions, so a rule's error bound stays as it
-    was; it stops a decision from ties or lattice values (every difference equal, or
-    0 and 1 point) that no test free of the normal assumption supports. Unpaired
-    comparisons (no differences) pass unchanged: their guard against no spread is
-    `stats.permutation_min_p`."""
-    if verdict is None or not differences:
+    """`verdict` (`A`, `B`, `equivalent` or None), kept at a tie (every difference
+    equal) only where the exact sign-flip test on the same seed-matched differences at
+    the same level could take it too, else None: `A` / `B` need its two-sided p below
+    `level`, `equivalent` its two one-sided p (`sign_flip_tost_p`) below level / 2, the
+    level of each one-sided test behind a 1 - level interval. Differences with any
+    spread pass unchanged: there the t-based rule decides. It only removes decisions,
+    so a rule's error bound stays as it was. Unpaired comparisons (no differences) pass
+    unchanged: their guard against no spread is `stats.permutation_min_p`."""
+    if verdict is None or not differences or max(differences) != min(differences):
         return verdict
     from sweeper.summarize.exact import sign_flip_p, sign_flip_tost_p
 
@@ -255,8 +256,7 @@ def seeds_needed(
     n = power_seeds(abs(comparison.diff) / spread, alpha, comparison.paired)
     if n is None:
         return None
-    fewest = sign_flip_min_n(alpha) if comparison.paired else 2  # where exact_verdict can pass
-    return max(fewest, math.ceil(n))
+    return max(2, math.ceil(n))
 
 
 def power_seeds(effect: float, alpha: float, paired: bool) -> float | None:

@@ -26,7 +26,6 @@ from sweeper.summarize.cells import (
     EQUIVALENT_WITHIN,
     NA,
     P_HOLM,
-    P_SIGN_FLIP,
     field,
     level_text,
     metric_format,
@@ -35,7 +34,6 @@ from sweeper.summarize.cells import (
     plan_words,
     sequential_rules,
 )
-from sweeper.summarize.decide import interval_verdict
 from sweeper.summarize.records import SEQUENTIAL_RULES, Comparison, Summary
 
 BETTER = " better"
@@ -155,7 +153,7 @@ def _evidence(c: Comparison, row: dict[str, Any]) -> str:
     if c.rule == "interval":
         if interval == NA:
             return f"{sizes}; no Bonferroni {level} t interval (too few seeds)"
-        return f"{sizes}, Bonferroni {level} t interval {interval}" + _not_exact(c, row)
+        return f"{sizes}, Bonferroni {level} t interval {interval}"
     ci, p_holm = CI_T(row), P_HOLM(row)
     parts = [sizes, f"{c.test} 95% CI {ci}" if ci != NA else f"no {c.test} CI (too few seeds)"]
     if p_holm == NA:
@@ -165,20 +163,7 @@ def _evidence(c: Comparison, row: dict[str, Any]) -> str:
         parts.append(f"Holm-adjusted p = {p_holm} {'<' if below else '>='} {c.alpha:g}")
         if below and level != "95%":  # the 95% CI above otherwise
             parts.append(f"t interval at Holm's step level {level} {interval}")
-    return ", ".join(parts) + _not_exact(c, row)
-
-
-def _not_exact(c: Comparison, row: dict[str, Any]) -> str:
-    """Why an undecided comparison whose t interval alone would decide is undecided:
-    the exact sign-flip test on the same differences does not reach the level."""
-    if _outcome(c) < 2 or c.decision_low is None or c.decision_high is None:
-        return ""
-    if interval_verdict(c.decision_low, c.decision_high, c.margin) is None:
-        return ""
-    return (
-        f"; the exact sign-flip test on the same differences (p = {P_SIGN_FLIP(row)}) "
-        "cannot decide it at that level, so neither does the t-test"
-    )
+    return ", ".join(parts)
 
 
 def _outcome(c: Comparison) -> int:

@@ -41,7 +41,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from sweeper.summarize.decide import UNDECIDED, interval_verdict, read_interval, supported_margin
+from sweeper.summarize.decide import (
+    UNDECIDED,
+    exact_verdict,
+    interval_verdict,
+    read_interval,
+    supported_margin,
+)
 from sweeper.summarize.group_sequential import nominal_levels, t_radius
 from sweeper.summarize.records import (
     GROUP_SEQUENTIAL_METHOD,
@@ -157,7 +163,10 @@ def walk_looks(
 ) -> Walk:
     """Run the rule over the seed differences available at each look (each list
     extends the one before): the first look whose intersected interval excludes 0
-    (`A` or `B`) or lies inside (-margin, margin) (`equivalent`) stops the walk.
+    (`A` or `B`) or lies inside (-margin, margin) (`equivalent`) stops the walk. A look
+    whose differences are all equal (a tie: t is infinite) decides only where the exact
+    sign-flip test at that look's level does, and otherwise leaves the interval as it
+    was (`decide.exact_verdict`).
     `planned`: the plan's most pairs, for the group-sequential rule's repeated
     intervals (`sweeper.summarize.group_sequential`); None, or a look past it: the
     anytime-valid confidence sequence."""
@@ -166,12 +175,18 @@ def walk_looks(
     for index, differences in enumerate(looks, start=1):
         if len(differences) >= 2 and len(differences) > (len(kept[-1][1]) if kept else 0):
             kept.append((index, differences))
-    radii = look_radii([len(d) for _, d in kept], level, planned)
+    pairs = [len(d) for _, d in kept]
+    radii, levels = look_radii(pairs, level, planned), look_levels(pairs, level, planned)
     at = n_at = None
-    for (index, differences), c in zip(kept, radii, strict=True):
-        this_low, this_high = _around_mean(differences, c)
-        low, high = max(low, this_low), min(high, this_high)
+    for (index, differences), c, at_level in zip(kept, radii, levels, strict=True):
         at, n_at = index, len(differences)
+        this_low, this_high = _around_mean(differences, c)
+        if this_low == this_high:  # a tie: a point, not an interval; the exact test reads it
+            point = interval_verdict(this_low, this_high, margin)
+            if exact_verdict(point, differences, at_level, margin) is not None:
+                return Walk(at, n_at, this_low, this_high, point)
+            continue  # and it narrows nothing: a point is no confidence interval
+        low, high = max(low, this_low), min(high, this_high)
         verdict = interval_verdict(low, high, margin)
         if verdict is not None:
             return Walk(at, n_at, low, high, verdict)
@@ -182,12 +197,23 @@ def look_radii(pairs: Sequence[int], level: float, planned: int | None) -> list[
     """The |t| each look's interval spans, for looks with `pairs` seed pairs
     (increasing): the group-sequential boundaries when every look lies within the
     plan (`planned` pairs at most), else the anytime-valid radius."""
-    if not pairs:
-        return []
-    if planned is not None and pairs[-1] <= planned:
-        levels = nominal_levels(pairs, planned, level)
+    if _within_plan(pairs, planned):
+        levels = look_levels(pairs, level, planned)
         return [t_radius(n, p) for n, p in zip(pairs, levels, strict=True)]
     return [radius(n, level) for n in pairs]
+
+
+def look_levels(pairs: Sequence[int], level: float, planned: int | None) -> list[float]:
+    """The two-sided level each look tests at: the group-sequential nominal level
+    within the plan, else the comparison's `level` (the anytime-valid rule's)."""
+    if _within_plan(pairs, planned):
+        assert planned is not None
+        return list(nominal_levels(pairs, planned, level))
+    return [level] * len(pairs)
+
+
+def _within_plan(pairs: Sequence[int], planned: int | None) -> bool:
+    return bool(pairs) and planned is not None and pairs[-1] <= planned
 
 
 def rule_of(plan: SequentialPlan, pairs: int) -> str:
