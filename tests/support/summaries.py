@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from sweeper.summarize.records import (
+    ANYTIME_METHOD,
     Comparison,
     CountedTrial,
     GroupStats,
@@ -126,8 +127,11 @@ def interval_summary() -> Summary:
 
 
 def sequential_summary() -> Summary:
-    """Seeds added until decided (--until-decided): anytime-valid intervals and looks."""
-    plan = SequentialPlan(start=4, batch=2, max_seeds=10, alpha=ALPHA, margin=MARGIN)
+    """Seeds added until decided (--until-decided) under a plan recorded with the
+    anytime-valid rule: its intervals and looks."""
+    plan = SequentialPlan(
+        start=4, batch=2, max_seeds=10, alpha=ALPHA, margin=MARGIN, method=ANYTIME_METHOD
+    )
     looks = [(2, 6), (1, 4), (3, 8), (3, 8)]
     return _summary(
         [

@@ -3,7 +3,8 @@
 For each schedule (grid seeds + seeds per look up to --max-seeds), each shape of seed
 differences with mean 0 (normal, and Student's t with 3 df: heavy tails) and a family
 of one or four independent null comparisons, 2,000 simulated loops run a shipped rule
-(`walk_looks`) look by look, as `sweeper run --until-decided` does. A false decision is
+(`walk_looks`) look by look, as `sweeper run --until-decided` does, and the fixed-n
+paired t at --max-seeds with Holm over the family (a grid of that many seeds). A false decision is
 any "better". The rate must stay within alpha + 3 Monte-Carlo standard errors (0.0646
 at 2,000 loops). The old rule (the fixed-n paired t re-run at every look, Holm over
 the family, stop at the first adjusted p < alpha) runs on the same draws and its
@@ -31,7 +32,7 @@ BOUND = ALPHA + 3 * math.sqrt(ALPHA * (1 - ALPHA) / LOOPS)
 @pytest.mark.parametrize("family", [1, 4])
 @pytest.mark.parametrize("schedule", SCHEDULES, ids=lambda s: f"{s[0]}+{s[1]}to{s[2]}")
 def test_false_decisions_stay_at_alpha_over_every_look(shape, family, schedule):
-    for rule in ("group-sequential", "anytime-valid"):
+    for rule in ("group-sequential", "anytime-valid", "fixed-n t"):
         rate = null_rate(shape, family, schedule, LOOPS, rule)
         assert rate <= BOUND, f"{rule}: {rate:.4f} false decisions"
     old = null_rate(shape, family, schedule, LOOPS, "old")
