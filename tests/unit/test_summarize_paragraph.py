@@ -157,3 +157,15 @@ def test_every_format_shows_the_paragraph() -> None:
     rich_text = " ".join(buffer.getvalue().split())
     assert rich_text.endswith("Results " + " ".join(paragraph.split()))
     assert f"\\paragraph{{Results.}} {escape(paragraph)}" in to_latex(summary)
+
+
+def test_a_sequential_table_names_the_rule_of_each_comparison() -> None:
+    """A plan extended past its --max-seeds leaves comparisons decided by two rules:
+    the Rule column says which, and the title names both."""
+    summary = sequential_summary()
+    first, *rest = summary.comparisons
+    mixed = replace(summary, comparisons=[replace(first, rule="group-sequential"), *rest])
+    table = comparisons_table(mixed)
+    assert [row["Rule"] for row in cells(table)] == [c.rule for c in mixed.comparisons]
+    assert "group-sequential or anytime-valid" in table.title
+    assert "Rule" not in [c.header for c in comparisons_table(holm_summary()).columns]

@@ -246,7 +246,11 @@ def comparisons_table(summary: Summary) -> Table:
             if per_row
             else Column(f"Decision interval ({level})", DECISION_INTERVAL)
         ),
-        *([Column("Look (pairs)", look)] if sequential else []),
+        *(
+            [Column("Look (pairs)", look), Column("Rule", field("rule"), numeric=False)]
+            if sequential
+            else []
+        ),
         Column("Decision", field("decision"), numeric=False),
         Column("Equivalent within", EQUIVALENT_WITHIN),
         Column("P(A>B)", _improve),
