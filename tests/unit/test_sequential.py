@@ -216,3 +216,16 @@ def test_lattice_differences_at_the_margin_are_rarely_declared_equivalent_sequen
             declared[planned] += walk.verdict == "equivalent"
     bound = 0.05 + 3 * math.sqrt(0.05 * 0.95 / loops)
     assert all(n / loops <= bound for n in declared.values()), declared
+
+
+def test_a_resume_keeps_the_plan_and_may_only_raise_max_seeds():
+    recorded = SequentialPlan(3, 3, 9, 0.05, margin=2.0, method=ANYTIME_METHOD)
+    same = SequentialPlan(3, 3, 9, 0.05, margin=2.0)  # a new run's default rule
+    assert recorded.resumed_as(same) == recorded  # the recorded rule stays
+    raised = recorded.resumed_as(SequentialPlan(3, 3, 15, 0.05, margin=2.0))
+    assert (raised.max_seeds, raised.extended_to, raised.method) == (9, 15, ANYTIME_METHOD)
+    assert raised.looks() == (3, 6, 9, 12, 15)
+    with pytest.raises(ValueError, match="batch: 3 -> 1"):
+        recorded.resumed_as(SequentialPlan(3, 1, 9, 0.05, margin=2.0))
+    with pytest.raises(ValueError, match="max_seeds: 9 -> 6"):
+        recorded.resumed_as(SequentialPlan(3, 3, 6, 0.05, margin=2.0))
