@@ -8,6 +8,7 @@ from scipy import stats
 
 from sweeper.summarize.exact import (
     EXACT_MAX_N,
+    MONTE_CARLO_MAX_N,
     MONTE_CARLO_PATTERNS,
     _exact_counts,
     sign_flip_p,
@@ -71,6 +72,21 @@ def test_monte_carlo_beyond_the_exact_n_is_within_its_stated_precision():
         exact = min(1.0, 2 * min(greater, less) / total)
         se = max(np.sqrt(exact * (1 - exact) / MONTE_CARLO_PATTERNS), 1 / MONTE_CARLO_PATTERNS)
         assert abs(sign_flip_p(d) - exact) <= 4 * se + 1e-5
+
+
+def test_the_normal_limit_past_the_monte_carlo_n_agrees_with_scipys_count():
+    """Past MONTE_CARLO_MAX_N the p is the normal limit of the sign-flip distribution:
+    within 0.01 of scipy's count of 20,000 random patterns, normal and skewed
+    differences, and one-sided too."""
+    rng = np.random.default_rng(13)
+    n = MONTE_CARLO_MAX_N + 1
+    for d in (rng.normal(0.1, 1.0, n), rng.exponential(1.0, n) - 0.9, rng.normal(0, 1, n)):
+        assert sign_flip_p(d) == pytest.approx(_scipy_p(d, n_resamples=20_000), abs=0.01)
+        expected = max(
+            _scipy_p(d + 0.2, "greater", n_resamples=20_000),
+            _scipy_p(d - 0.2, "less", n_resamples=20_000),
+        )
+        assert sign_flip_tost_p(d, 0.2) == pytest.approx(expected, abs=0.01)
 
 
 def test_known_answers_at_ties():

@@ -14,10 +14,14 @@ checked against, and a decision is only taken where it could be taken too.
   (scipy's 100 ulp) times sum |d|: relative to the differences' scale rather than to
   the observed sum (as scipy's), so lattice values such as ±0.53 whose sum is 0 up to
   rounding still tie with the patterns whose sum rounds to 0 another way.
-* Beyond that, `MONTE_CARLO_PATTERNS` random sign patterns from a fixed generator
-  (seed `MONTE_CARLO_SEED`), p = (hits + 1) / (patterns + 1) as
+* Up to `MONTE_CARLO_MAX_N`, `MONTE_CARLO_PATTERNS` random sign patterns from a fixed
+  generator (seed `MONTE_CARLO_SEED`), p = (hits + 1) / (patterns + 1) as
   `scipy.stats.permutation_test` counts it (never 0; a valid p): its standard error is
   at most 0.5 / sqrt(100,000) = 0.0016, and 0.0007 near p = 0.05.
+* Beyond, the normal limit of the same distribution: the sum of n sign-flipped
+  differences has mean 0 and variance sum d², and p = 2 Φ(-|sum| / sqrt(sum d²)). At
+  this many seeds that limit is as close as the Monte Carlo count (tests hold them
+  together), and a summary of thousands of seeds is not held up drawing patterns.
 * None with fewer than 2 differences or when every difference is 0 (nothing to test).
 
 `sign_flip_tost_p` is the equivalence version (two one-sided sign-flip tests of the
@@ -38,6 +42,8 @@ from sweeper.summarize.resampling import RELATIVE_TOLERANCE
 
 EXACT_MAX_N = 20
 """Up to this many differences every sign pattern is counted (2**20 patterns)."""
+MONTE_CARLO_MAX_N = 200
+"""Up to this many differences random patterns are counted; beyond, the normal limit."""
 MONTE_CARLO_PATTERNS = 100_000
 MONTE_CARLO_SEED = 0
 _CHUNK = 10_000
@@ -69,6 +75,8 @@ def _p(d: np.ndarray, side: Side) -> float:
     """p of the sum of `d` among its sign flips; all-zero `d` gives 1."""
     observed = float(np.sum(d))
     gamma = float(np.sum(np.abs(d))) * RELATIVE_TOLERANCE
+    if len(d) > MONTE_CARLO_MAX_N:
+        return _normal_limit(d, observed, side)
     if len(d) <= EXACT_MAX_N:
         greater, less, total = _exact_counts(d, observed, gamma)
         adjust = 0
@@ -115,3 +123,18 @@ def _monte_carlo_counts(d: np.ndarray, observed: float, gamma: float) -> tuple[i
         less += int(np.count_nonzero(sums <= observed + gamma))
         drawn += size
     return greater, less, drawn
+
+
+def _normal_limit(d: np.ndarray, observed: float, side: Side) -> float:
+    """p of the observed sum under the normal limit of its sign-flip distribution."""
+    from scipy.special import ndtr
+
+    scale = float(np.sqrt(np.sum(d * d)))
+    if scale == 0.0:
+        return 1.0
+    z = observed / scale
+    if side == "greater":
+        return float(ndtr(-z))
+    if side == "less":
+        return float(ndtr(z))
+    return float(min(1.0, 2 * ndtr(-abs(z))))
