@@ -40,8 +40,8 @@ SKEW_MIN_N = 6
 """Fewest differences the skewness check looks at: below, |g1| is capped near the
 normal quantile ((n - 2) / sqrt(n - 1): 0.71 at 3, 1.5 at 5) and a tie of lattice
 values reaches the cap (differences 24.5, 24, 24.5 give -0.71), so the flag would
-name ties, not skew; nor can anything be decided there (6 pairs is the exact
-sign-flip test's floor at 0.05)."""
+name ties, not skew; the exact sign-flip p beside the decision is what says how far
+a handful of pairs carries."""
 SKEW_SIMULATIONS = 20_000
 SKEW_SIMULATED_MAX_N = 200
 """Up to this many differences the threshold is simulated; beyond, g1's normal limit."""

@@ -312,8 +312,9 @@ class Comparison:
     p_sign_flip: float | None = None
     """Two-sided exact sign-flip p of the seed-matched differences (`sweeper.summarize.
     exact`; paired only; None with fewer than 2 pairs or all differences 0): the test
-    without the normal assumption. A fixed-seed decision needs it below the level its
-    interval is read at too (`decide.exact_verdict`)."""
+    without the normal assumption, shown beside every decision. At a tie (every
+    difference equal) a decision needs it below the level its interval is read at
+    (`decide.exact_verdict`)."""
     aso: float | None = None
     """Almost Stochastic Order's epsilon_min (A over B; < 0.5: A dominates), with
     `sweeper summarize --aso` only."""
@@ -513,13 +514,13 @@ def _correction(plan: SequentialPlan | None, margin: float | None) -> str:
         return f"Bonferroni across the comparisons, {plan.method} over the looks (decision_*)"
     if margin is not None:
         return (
-            "Bonferroni across the comparisons (decision_* intervals); paired decisions "
-            "need the exact sign-flip test at the same level too (p_sign_flip)"
+            "Bonferroni across the comparisons (decision_* intervals); at a tie, paired "
+            "decisions need the exact sign-flip test at the same level (p_sign_flip)"
         )
     return (
         "Holm across the summary's comparisons (p_holm; decision_* at the level Holm "
-        "tested each at, decision_level); paired decisions need the exact sign-flip "
-        "test at that level too (p_sign_flip)"
+        "tested each at, decision_level); at a tie, paired decisions need the exact "
+        "sign-flip test at that level (p_sign_flip)"
     )
 
 

@@ -217,10 +217,10 @@ def comparisons_table(summary: Summary) -> Table:
         "paired t on seed-matched differences where seeds pair (Wilcoxon signed-rank "
         f"beside it), Welch otherwise; {rule}; family-wise alpha = {alpha:g}"
         + (f"; equivalence margin ±{summary.margin:g}" if summary.margin is not None else "")
-        + "; a paired comparison is decided only where the exact sign-flip test on the same "
-        "differences decides at the same level too"
+        + "; the exact sign-flip p beside (at a tie, every difference equal, it decides)"
         + "; P(A>B): share of seeds A wins, 95% Wilson interval; d_z: mean over std of the "
-        "differences; seeds needed: estimated from the observed effect"
+        "differences; seeds needed: where the rule would decide with 80% power if the "
+        "observed effect were the truth"
         + (
             ", with the trials that would bring both groups to it and the resource-hours "
             "they would hold at each group's recorded cost per counted trial"
