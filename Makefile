@@ -77,7 +77,8 @@ format: install
 	$(BIN)/ruff format .
 
 # docs/spec.md, the sweep file reference, from the schema's field docstrings in
-# src/sweeper/spec.py; tests/unit/test_docs.py fails while the committed page differs.
+# src/sweeper/spec/ (schema.py and its *_block.py modules); tests/unit/test_docs.py fails
+# while the committed page differs.
 spec-doc: install
 	$(BIN)/python tools/spec_doc.py --out docs/spec.md
 

@@ -77,12 +77,6 @@ def _alive_nodes() -> list[Node]:
     ]
 
 
-def cluster_nodes(address: str) -> list[Node]:
-    """The alive nodes of the Ray cluster at `address`."""
-    with _connected(address):
-        return _alive_nodes()
-
-
 def unfit(cpu: float, gpu: float, nodes: Sequence[Node]) -> str | None:
     """Why no node can run a trial asking for `cpu` CPUs and `gpu` GPUs, or None."""
     if any(node.fits(cpu, gpu) for node in nodes):

@@ -4,9 +4,9 @@ They compute what `scipy.stats.bootstrap` and `scipy.stats.wilcoxon` compute. Th
 are quick on a sweep's handful of seeds, but importing `scipy.stats` is slow next to
 everything else a `sweeper summarize` does (docs/benchmarks.md has the measurements),
 so the summary does not import it. The procedures are short, so they are written out
-here, step for step as scipy 1.17 performs them, and `tests/unit/test_summarize_resampling.py`
-holds them to scipy's own results on thousands of samples (scipy.stats stays a test
-dependency, not an import of the summary).
+here, step for step as scipy 1.17 performs them, and
+`tests/unit/test_summarize_references.py` holds them to scipy's own results on thousands
+of samples (scipy.stats stays a test dependency, not an import of the summary).
 
 * `bca_interval`: Efron & Tibshirani (1993) §14.3 and eq. 15.36. The resamples are
   drawn as scipy draws them (`Generator.integers(0, n, (B, n))`, one draw per sample,

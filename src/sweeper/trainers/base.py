@@ -124,7 +124,8 @@ class Checkpoints:
 
 
 class Trainer(Protocol):
-    """One framework's way to run a trial (see fairseq.py and hf.py)."""
+    """One framework's way to run a trial (`trainers/fairseq/fairseq_trainer.py`,
+    `trainers/hf/hf_trainer.py`)."""
 
     name: str
 
