@@ -52,14 +52,7 @@ from dataclasses import replace
 
 from sweeper.selection import Mode
 from sweeper.summarize.records import Comparison, CountedTrial
-from sweeper.summarize.stats import (
-    Bounds,
-    by_seed,
-    clip,
-    paired_t,
-    sample_std,
-    welch,
-)
+from sweeper.summarize.stats import Bounds, by_seed, clip, paired_t, sample_std, welch
 
 ALPHA = 0.05
 POWER = 0.8
@@ -254,9 +247,7 @@ def seeds_needed(
     if spread is None or spread == 0.0 or comparison.diff == 0.0:
         return None
     n = power_seeds(abs(comparison.diff) / spread, alpha, comparison.paired)
-    if n is None:
-        return None
-    return max(2, math.ceil(n))
+    return None if n is None else max(2, math.ceil(n))
 
 
 def power_seeds(effect: float, alpha: float, paired: bool) -> float | None:

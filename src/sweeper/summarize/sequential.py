@@ -45,6 +45,7 @@ from sweeper.summarize.decide import (
     UNDECIDED,
     exact_verdict,
     interval_verdict,
+    paired_differences,
     read_interval,
     supported_margin,
 )
@@ -271,7 +272,7 @@ def seeds_to_decide(
     (`sweeper.summarize.sequential_power`); None when not estimable."""
     from sweeper.summarize.sequential_power import seeds_for_power
 
-    differences = [a[s] - b[s] for s in a if s in b]
+    differences = paired_differences(c, {c.group_a: a, c.group_b: b})
     spread = sample_std(differences)
     if not spread:
         return None

@@ -47,7 +47,7 @@ from sweeper.summarize.decide import POWER
 from sweeper.summarize.paragraph import results_paragraph
 from sweeper.summarize.records import Summary
 from sweeper.summarize.spend import sweep_line
-from sweeper.summarize.stats import BOOTSTRAP_MIN_N, wilcoxon_reachable
+from sweeper.summarize.stats import BOOTSTRAP_MIN_N, sign_flip_min_n, wilcoxon_reachable
 from sweeper.tracking.links import experiment_url
 
 
@@ -284,7 +284,7 @@ def _wilcoxon(row: dict[str, Any]) -> str:
     (or, with zero differences, which it drops, on this many non-zero ones)."""
     p_value, n = row.get("p_wilcoxon"), row.get("n_pairs") or 0
     if p_value is None and row.get("paired") and n >= 2:
-        needed = next(k for k in range(1, 64) if wilcoxon_reachable(k, row["alpha"]))
+        needed = sign_flip_min_n(row["alpha"])  # Wilcoxon's smallest p is the sign flip's
         if not wilcoxon_reachable(n, row["alpha"]):
             return f"needs {needed} pairs"
         return f"needs {needed} non-zero pairs"
