@@ -101,7 +101,7 @@ def bare_hf(job: dict[str, Any], out: Path) -> list[str]:
     train, total = job["train"], TrialJob(**job).total_updates
     return [
         sys.executable, str(Path(__file__).with_name("hf_plain.py")),
-        "--data", job["hf_data"], "--init", job["init_checkpoint"], "--out", str(out),
+        "--data", job["data"], "--init", job["init_checkpoint"], "--out", str(out),
         "--epochs", str(train["epochs"]), "--batch-size", str(train["batch_size"]),
         "--lr", str(train["lr"]),
         "--warmup-steps", str(warmup_updates(total, float(train["warmup_ratio"]))),

@@ -83,8 +83,8 @@ def prepare(folder: Path, quick: bool, wheels: bool) -> None:
     ])  # fmt: skip
     inputs = prepare_inputs(spec, log=lambda _: None, need_pretrained=False)
     data = {
-        name: shutil.copytree(source, folder / "data" / name)
-        for name, source in (("fairseq", inputs.fairseq_data), ("hf", inputs.hf_data))
+        str(source): shutil.copytree(source, folder / "data" / name)
+        for name, source in inputs.data.items()
     }
     jobs = {}
     for precision in PRECISIONS:
@@ -95,8 +95,7 @@ def prepare(folder: Path, quick: bool, wheels: bool) -> None:
                 job,
                 train={**job.train, "precision": precision},
                 extra={**job.extra, "log_interval": 1 if quick else LOG_INTERVAL},
-                fairseq_data=str(Path(data["fairseq"]).relative_to(folder)),
-                hf_data=str(Path(data["hf"]).relative_to(folder)),
+                data=str(Path(data[job.data]).relative_to(folder)),
                 init_checkpoint=f"init/{Path(job.init_checkpoint).name}",
                 out_dir=f"{framework}-{precision}",
             ))  # fmt: skip
@@ -178,7 +177,7 @@ def _on_path(folder: Path) -> None:
 def _job(folder: Path, raw: dict[str, Any], device: str) -> Any:
     from sweeper.trainers.base import TrialJob
 
-    paths = {key: str(folder / raw[key]) for key in ("hf_data", "fairseq_data", "init_checkpoint")}
+    paths = {key: str(folder / raw[key]) for key in ("data", "init_checkpoint")}
     return TrialJob(**{**raw, **paths, "device": device})
 
 

@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from sweeper import frameworks
+from sweeper import backends
 from sweeper.redact import safe_name
 from sweeper.spec.schema import SweepSpec
 
@@ -109,7 +109,7 @@ def expand(spec: SweepSpec, seeds: list[int] | None = None) -> tuple[list[Trial]
         seeds if seeds is not None else spec.grid.seed,
     )
     for framework, init, method, values, seed in axes:
-        why_not = frameworks.unsupported(framework, method)
+        why_not = backends.unsupported(framework, spec.task, method)
         if why_not is not None:
             combo = f"framework={framework} method={method}"
             skipped[combo] = Skipped(combo, why_not)

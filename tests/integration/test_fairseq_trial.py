@@ -80,8 +80,7 @@ def trial(tmp_path_factory) -> tuple[TrialJob, TrialResult]:
         arch=arch.model_dump(mode="json"),
         num_classes=prepared.num_classes,
         num_train=prepared.num_train,
-        fairseq_data=str(prepared.fairseq_dir),
-        hf_data=str(prepared.hf_dir),
+        data=str(prepared.fairseq_dir),
         init_checkpoint=str(init),
         out_dir=str(root / "trial"),
         extra={"log_interval": LOG_INTERVAL},
@@ -157,7 +156,7 @@ def test_plain_fairseq_reproduces_the_recorded_test_accuracy(trial) -> None:
     model = RobertaModel.from_pretrained(
         str(job.checkpoint_dir),
         checkpoint_file=BEST,
-        data_name_or_path=job.fairseq_data,
+        data_name_or_path=job.data,
         bpe=None,  # ids are already binarized; the default (gpt2) would download files
     )
     model.eval()
@@ -185,7 +184,7 @@ def test_trainable_params_are_the_classifiers(trial) -> None:
     job, result = trial
     allow_fairseq_checkpoints()
     model = RobertaModel.from_pretrained(
-        str(job.checkpoint_dir), checkpoint_file=LAST, data_name_or_path=job.fairseq_data, bpe=None
+        str(job.checkpoint_dir), checkpoint_file=LAST, data_name_or_path=job.data, bpe=None
     )
     named = model.model.named_parameters()
     expected = sum(p.numel() for name, p in named if not name.startswith("encoder.lm_head"))

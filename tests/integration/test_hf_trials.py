@@ -71,7 +71,7 @@ def _job(inputs: dict[str, Path], out_dir: Path, method: str = "full", **train) 
     return TrialJob(
         framework="hf", seed=1, init="random", method=method, train={**RECIPE, **train},
         lora=LORA if method == "lora" else None, arch={**ARCH, "vocab_size": VOCAB},
-        num_classes=2, num_train=SIZES["train"], fairseq_data="", hf_data=str(inputs["hf"]),
+        num_classes=2, num_train=SIZES["train"], data=str(inputs["hf"]),
         init_checkpoint=str(inputs["init"]), out_dir=str(out_dir),
         extra={"log_interval": LOG_INTERVAL},
     )  # fmt: skip
@@ -145,7 +145,7 @@ def test_best_checkpoint_reloads_with_from_pretrained_and_reproduces_test(full_t
     job, result = full_trial
     _, recorded = _test_at_best(result.events)
     model = AutoModelForSequenceClassification.from_pretrained(result.checkpoints.best)
-    assert _accuracy(model, Path(job.hf_data)) == pytest.approx(recorded, abs=0.01)
+    assert _accuracy(model, Path(job.data)) == pytest.approx(recorded, abs=0.01)
 
 
 def test_a_tie_keeps_the_earliest_best_checkpoint(inputs, tmp_path):

@@ -79,7 +79,7 @@ def _reload(client, run_id: str, tmp) -> float:
         model = PeftModel.from_pretrained(base, checkpoint)
     else:
         model = AutoModelForCausalLM.from_pretrained(checkpoint)
-    test = AnswerDataset.read(Path(job["hf_data"]) / "test.jsonl")
+    test = AnswerDataset.read(Path(job["data"]) / "test.jsonl")
     return measure(model, test)["exact_match"]
 
 
@@ -89,7 +89,7 @@ def test_fairseq_for_a_causal_lm_sweep_exits_2_before_anything_exists(tmp_path, 
     before = sorted(p.name for p in out.iterdir())
     refused = run_sweeper("run", spec, timeout=120)
     assert refused.returncode == 2
-    assert "cannot run task causal_lm" in refused.stderr
+    assert "causal_lm has no fairseq backend" in refused.stderr
     assert sorted(p.name for p in out.iterdir()) == before  # no run, no prepared data
     assert runs_by_role(out, "lmfairseq") == ([], [])
 

@@ -38,7 +38,9 @@ def driver_inputs(root: Path) -> SweepInputs:
     pretrained = root / "pretrain" / "checkpoint_best.pt"
     pretrained.parent.mkdir()
     pretrained.write_bytes(b"weights" * 2000)
-    return SweepInputs(fairseq.parent, hf, 50, 2, 1, pretrained)
+    return SweepInputs(
+        {"fairseq": fairseq.parent, "hf": hf}, root / "prepared", 50, 2, 1, pretrained
+    )
 
 
 def test_rotted_copies_of_staged_inputs_are_fetched_again_or_refused(tmp_path, tmp_path_factory):
@@ -49,15 +51,15 @@ def test_rotted_copies_of_staged_inputs_are_fetched_again_or_refused(tmp_path, t
         shutil.rmtree(tmp_path / "driver")  # this node never had the driver's disk
         cache = tmp_path / "node-cache"
         first = localize(inputs, staged, server.uri, cache=cache)
-        assert first.hf_data.is_relative_to(cache)
+        assert first.data["hf"].is_relative_to(cache)
 
-        (first.hf_data / "train.jsonl").write_text("rotted on the node\n")
+        (first.data["hf"] / "train.jsonl").write_text("rotted on the node\n")
         said = io.StringIO()
         with contextlib.redirect_stdout(said):
             again = localize(inputs, staged, server.uri, cache=cache)
         refetched = said.getvalue()
-        assert again.hf_data == first.hf_data
-        assert (again.hf_data / "train.jsonl").read_text().startswith('{"input_ids"')
+        assert again.data["hf"] == first.data["hf"]
+        assert (again.data["hf"] / "train.jsonl").read_text().startswith('{"input_ids"')
         assert "hf_data: the cached copy at" in refetched and "fetching it again" in refetched
 
         item = next(s for s in staged if s.role == "pretrained")

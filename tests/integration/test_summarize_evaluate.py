@@ -37,8 +37,7 @@ def _job(seed: int) -> TrialJob:
         arch={},
         num_classes=2,
         num_train=80,
-        fairseq_data="",
-        hf_data="",
+        data="",
         init_checkpoint="",
         out_dir="unused",
     )

@@ -64,7 +64,7 @@ def test_one_short_trial_per_framework_from_the_same_inputs(tmp_path: Path):
 
     fs_job = json.loads((fairseq_out / "trial.json").read_text())
     hf_job = json.loads((hf_out / "trial.json").read_text())
-    for field in ("init_checkpoint", "fairseq_data", "hf_data", "train", "arch", "seed"):
+    for field in ("init_checkpoint", "data", "train", "arch", "seed"):
         assert fs_job[field] == hf_job[field], field
     assert "best valid accuracy" in second.stdout
 

@@ -5,9 +5,9 @@ metric events as the real trainers, writes a "checkpoint" per epoch, resumes fro
 last one, and can be told through `job.extra` to crash, hang or produce NaN, so the
 runner, retries and resume logic are tested quickly and deterministically.
 
-It reads the inputs a real trainer would (the prepared HF split's training lines,
-the fairseq folder, the initial checkpoint) and fails when one is missing or does
-not match `num_train`, so a sweep of dummy trials still proves that every node got the
+It reads the inputs a real trainer would (its backend's prepared folder, whose
+training lines it counts, and the initial checkpoint) and fails when one is missing or
+does not match `num_train`, so a sweep of dummy trials still proves that every node got the
 inputs (tests without a spec pass empty paths: nothing to read).
 
 `job.extra` keys: `sleep_per_step` (s), `fail_at_step`, `nan_at_step`, `fail_once_marker`
@@ -57,10 +57,20 @@ EXTRA_ENV = "SWEEPER_DUMMY_EXTRA"
 
 
 def register() -> None:
-    """The `$SWEEPER_PLUGINS` hook: make `dummy` a framework (full and LoRA methods)."""
-    from sweeper.frameworks import Framework, register
+    """The `$SWEEPER_PLUGINS` hook: make `dummy` a classification backend (full and LoRA
+    methods) that reads the HF folder and starts from the task's initial weights."""
+    from sweeper.backends import CLASSIFICATION, Backend, register
 
-    register(Framework("dummy", f"{__name__}:DummyTrainer", ("full", "lora")))
+    register(
+        Backend(
+            "dummy",
+            CLASSIFICATION,
+            f"{__name__}:DummyTrainer",
+            "sweeper.trainers.classification:build_job",
+            "hf",
+            ("full", "lora"),
+        )
+    )
 
 
 class DummyTrainer:
@@ -94,6 +104,9 @@ class DummyTrainer:
         the curve's value there, computed again."""
         best = json.loads((checkpoint / "best.json").read_text(encoding="utf-8"))
         return _accuracy(job, int(best["step"]), "test")
+
+    def test_metrics(self, job: TrialJob, checkpoint: Path) -> dict[str, float]:
+        return {record_names.METRIC_TEST_ACC: self.test_accuracy(job, checkpoint)}
 
 
 def _accuracy(job: TrialJob, step: int, split: str, noise: float = 0.0) -> float:
@@ -136,11 +149,11 @@ def _emit(**fields: object) -> None:
 
 def missing_input(job: TrialJob) -> str | None:
     """What a real trainer could not read on this node, or None."""
-    for path in (job.fairseq_data, job.hf_data, job.init_checkpoint):
+    for path in (job.data, job.init_checkpoint):
         if path and not Path(path).exists():
             return f"{path} does not exist on this node"
-    if job.hf_data:
-        train = Path(job.hf_data) / "train.jsonl"
+    if job.data:
+        train = Path(job.data) / "train.jsonl"
         lines = sum(1 for _ in train.open(encoding="utf-8")) if train.exists() else 0
         if lines != job.num_train:
             return f"{train} holds {lines} examples, the job expects {job.num_train}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -130,8 +131,7 @@ def job(tmp_path: Path) -> TrialJob:
         arch=arch.model_copy(update={"vocab_size": 1002}).model_dump(mode="json"),
         num_classes=2,
         num_train=1800,
-        fairseq_data="/data/fairseq",
-        hf_data="/data/hf",
+        data="/data/fairseq",
         init_checkpoint="/init/init-random-s1.pt",
         out_dir=str(tmp_path / "trial"),
     )
@@ -153,7 +153,7 @@ def test_bare_fairseq_is_stock_fairseq_train_with_the_trainers_arguments(tmp_pat
 def test_bare_hf_passes_the_jobs_recipe(tmp_path: Path):
     from dataclasses import asdict
 
-    trial = job(tmp_path)
+    trial = replace(job(tmp_path), framework="hf", data="/data/hf")
     command = bench_overhead.bare_hf(asdict(trial), tmp_path / "bare")
     assert command[1].endswith("hf_plain.py")
     values = dict(zip(command[2::2], command[3::2], strict=False))

@@ -48,7 +48,7 @@ def test_fairseq_cannot_run_a_causal_lm_sweep(write_spec, capsys):
     path = write_spec(_lm_spec(grid={"framework": ["fairseq", "hf"]}))
     assert main(["validate", str(path)]) == 2
     err = capsys.readouterr().err
-    assert "cannot run task causal_lm" in err and "hf (transformers + PEFT) only" in err
+    assert "grid.framework.0: causal_lm has no fairseq backend (it runs on hf)" in err
 
 
 def test_a_classification_metric_is_not_a_causal_lm_one(write_spec):

@@ -159,7 +159,9 @@ def fake_ray(monkeypatch):
 def _inputs(tmp_path: Path):
     from sweeper.trainers.trial_pipeline import SweepInputs
 
-    return SweepInputs(tmp_path / "fs", tmp_path / "hf", 100, 2, 80, None)
+    return SweepInputs(
+        {"fairseq": tmp_path / "fs", "hf": tmp_path / "hf"}, tmp_path, 100, 2, 80, None
+    )
 
 
 def test_run_grid_records_every_fate_and_resume_runs_only_the_rest(

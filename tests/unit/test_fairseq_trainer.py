@@ -104,8 +104,7 @@ def make_job(tmp_path: Path, **changes) -> TrialJob:
         arch=arch.model_copy(update={"vocab_size": 1002}).model_dump(mode="json"),
         num_classes=2,
         num_train=1800,
-        fairseq_data="/data/fairseq",
-        hf_data="/data/hf",
+        data="/data/fairseq",
         init_checkpoint="/init/init-pretrained-s1.pt",
         out_dir=str(tmp_path / "trial"),
     )

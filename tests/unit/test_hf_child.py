@@ -39,8 +39,8 @@ RECIPE = {
 def _job(tmp_path: Path, **train) -> TrialJob:
     return TrialJob(
         framework="hf", seed=3, init="pretrained", method="full", train={**RECIPE, **train},
-        lora=None, arch={}, num_classes=2, num_train=1800, fairseq_data="",
-        hf_data=str(tmp_path / "hf"), init_checkpoint="", out_dir=str(tmp_path / "trial"),
+        lora=None, arch={}, num_classes=2, num_train=1800,
+        data=str(tmp_path / "hf"), init_checkpoint="", out_dir=str(tmp_path / "trial"),
     )  # fmt: skip
 
 

@@ -26,7 +26,7 @@ def _job(tmp_path: Path, num_train: int = 1800, batch_size: int = 8, epochs: int
     return TrialJob(
         framework="hf", seed=1, init="pretrained", method="full",
         train={"batch_size": batch_size, "epochs": epochs, "warmup_ratio": 0.06}, lora=None,
-        arch={}, num_classes=2, num_train=num_train, fairseq_data="", hf_data="",
+        arch={}, num_classes=2, num_train=num_train, data="",
         init_checkpoint="", out_dir=str(tmp_path / "trial"),
     )  # fmt: skip
 

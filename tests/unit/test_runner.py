@@ -25,8 +25,7 @@ def _job(tmp_path, **extra) -> TrialJob:
         arch={},
         num_classes=2,
         num_train=40,
-        fairseq_data="",
-        hf_data="",
+        data="",
         init_checkpoint="",
         out_dir=str(tmp_path / "trial"),
         extra=extra,
@@ -176,7 +175,7 @@ def test_timeout_is_the_trials_own(tmp_path, monkeypatch):
 def test_num_classes_must_hold_every_label(tmp_path, asked, ok):
     from sweeper.data.errors import DataError
     from sweeper.spec.load import validate_mapping
-    from sweeper.trainers.trial_pipeline import check_classes
+    from sweeper.trainers.classification import check_classes
     from tests.support.specs import minimal_spec
 
     raw = minimal_spec()

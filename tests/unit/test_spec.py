@@ -297,7 +297,7 @@ def test_a_sweep_may_select_and_report_macro_f1(write_spec, tmp_path):
     told to keep their best checkpoint by it (`TrialJob.selected`)."""
     from sweeper.selection import Selection
     from sweeper.trainers.base import TrialJob
-    from sweeper.trainers.trial_pipeline import select_extra
+    from sweeper.trainers.classification import select_extra
 
     path = write_spec(minimal_spec())
     spec = load_spec(path, ["select={metric: valid_macro_f1, report: [test_macro_f1]}"])
@@ -306,9 +306,9 @@ def test_a_sweep_may_select_and_report_macro_f1(write_spec, tmp_path):
     assert extra == {"select": {"metric": "valid_macro_f1", "mode": "max"}}
     job = TrialJob(
         framework="hf", seed=1, init="random", method="full", train={}, lora=None, arch={},
-        num_classes=3, num_train=1, fairseq_data="", hf_data="", init_checkpoint="",
+        num_classes=3, num_train=1, data="", init_checkpoint="",
         out_dir=str(tmp_path), extra=extra,
     )  # fmt: skip
     assert job.selected == ("macro_f1", "max")
-    assert select_extra(load_spec(path)) == {}  # a default sweep's trial.json is unchanged
+    assert select_extra(load_spec(path)) == {}  # a default sweep's job holds no selection
     assert TrialJob(**{**job.__dict__, "extra": {}}).selected == ("accuracy", "max")

@@ -11,7 +11,14 @@ from pathlib import Path
 import pytest
 
 from sweeper.tracking import staging
-from sweeper.tracking.staging import StagingError, is_remote, localize, publish, tree_digest
+from sweeper.tracking.staging import (
+    StagingError,
+    is_remote,
+    localize,
+    publish,
+    role_path,
+    tree_digest,
+)
 from sweeper.trainers.trial_pipeline import SweepInputs
 
 
@@ -26,7 +33,7 @@ def make_inputs(root: Path) -> SweepInputs:
     pretrained = root / "pretrain" / "checkpoint_best.pt"
     pretrained.parent.mkdir()
     pretrained.write_bytes(b"weights" * 50)
-    return SweepInputs(fairseq, hf, 10, 2, 1, pretrained)
+    return SweepInputs({"fairseq": fairseq, "hf": hf}, root / "prepared", 10, 2, 1, pretrained)
 
 
 @pytest.fixture
@@ -86,7 +93,7 @@ def test_a_node_without_the_driver_files_downloads_and_then_hits_the_cache(
     cache = tmp_path / "cache"
     local = localize(inputs, staged, "", cache=cache)
     for item in staged:
-        path = getattr(local, item.role)
+        path = role_path(local, item.role)
         assert cache in path.parents
         assert tree_digest(path) == item.digest
     assert local.pretrained.name == "checkpoint_best.pt"
@@ -100,11 +107,11 @@ def test_a_node_without_the_driver_files_downloads_and_then_hits_the_cache(
 
 def test_different_content_at_the_driver_path_is_not_used(published, tmp_path: Path):
     inputs, staged, _, _ = published
-    (inputs.hf_data / "train.jsonl").write_text("stale\n")
+    (inputs.data["hf"] / "train.jsonl").write_text("stale\n")
     local = localize(inputs, staged, "", cache=tmp_path / "cache")
-    assert local.hf_data != inputs.hf_data
-    assert local.fairseq_data == inputs.fairseq_data
-    assert (local.hf_data / "train.jsonl").read_text().startswith('{"input_ids"')
+    assert local.data["hf"] != inputs.data["hf"]
+    assert local.data["fairseq"] == inputs.data["fairseq"]
+    assert (local.data["hf"] / "train.jsonl").read_text().startswith('{"input_ids"')
 
 
 def test_a_corrupted_download_is_refused(published, tmp_path: Path):
@@ -126,8 +133,8 @@ def test_a_cached_copy_that_changed_is_fetched_again(published, tmp_path: Path, 
     shutil.rmtree(tmp_path / "driver")  # a node without the driver's disk
     cache = tmp_path / "cache"
     first = localize(inputs, staged, "", cache=cache)
-    (first.hf_data / "train.jsonl").write_text("rotted\n")
+    (first.data["hf"] / "train.jsonl").write_text("rotted\n")
     again = localize(inputs, staged, "", cache=cache)
-    assert again.hf_data == first.hf_data
-    assert (again.hf_data / "train.jsonl").read_text().startswith('{"input_ids"')
+    assert again.data["hf"] == first.data["hf"]
+    assert (again.data["hf"] / "train.jsonl").read_text().startswith('{"input_ids"')
     assert "hf_data: the cached copy at" in capsys.readouterr().out

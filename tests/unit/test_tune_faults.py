@@ -28,7 +28,7 @@ def _job(tmp_path, name: str) -> TrialJob:
     return TrialJob(
         framework="dummy", seed=1, init="random", method="full",
         train={"batch_size": 8, "epochs": 1, "lr": 1e-4}, lora=None, arch={},
-        num_classes=2, num_train=40, fairseq_data="", hf_data="", init_checkpoint="",
+        num_classes=2, num_train=40, data="", init_checkpoint="",
         out_dir=str(tmp_path / name),
     )  # fmt: skip
 

@@ -15,7 +15,9 @@ generated into data.dir first. Both steps are cached: the hash covers every inpu
 so running again with unchanged inputs prints "cached: <path>" and does nothing.
 The printed table shows the classes in index order (`classes: 0=... 1=...`; with
 `data.labels: auto` the sorted train labels). Trials only read the prepared folder;
-run this alone to inspect the data before a sweep.
+run this alone to inspect the data before a sweep. A `task: causal_lm` spec prepares
+its prompt/answer ids instead (cached by content; `--force` does not apply): each
+task prepares what its backends read (`sweeper.backends.Task.prepare`).
 
 Bad data (misaligned text/label lines, a missing column, an empty text, an unknown
 label or, with `labels: auto`, a valid/test label train lacks, bytes that are not UTF-8,
@@ -47,15 +49,12 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     spec = load_or_exit(args.spec, args.overrides)
-    from sweeper.data import DataError, prepare
+    from sweeper import backends
+    from sweeper.data import DataError
 
+    prepare = backends.load(backends.task(spec.task).prepare)
     try:
-        if spec.task == "causal_lm":  # prompt/answer ids (cached; --force does not apply)
-            from sweeper.data.lm_task import prepare_lm
-
-            prepare_lm(spec, log=print)
-        else:
-            prepare(spec, log=print, force=args.force)
+        prepare(spec, print, need_pretrained=False, force=args.force)
     except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

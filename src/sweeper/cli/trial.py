@@ -17,7 +17,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from sweeper import frameworks
+from sweeper import backends
 from sweeper.cli.common import EXIT_BAD_INPUT, add_spec_argument, load_or_exit
 
 
@@ -27,7 +27,7 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--init", choices=["pretrained", "random"], default="pretrained")
     parser.add_argument(
         "--framework",
-        choices=frameworks.names(),
+        choices=backends.frameworks(),
         default="fairseq",
         help="a registered framework (default fairseq)",
     )
@@ -40,7 +40,9 @@ def run(args: argparse.Namespace) -> int:
     spec = load_or_exit(args.spec, args.overrides)
     from sweeper.trial_keys import make_trial
 
-    why_not = frameworks.unsupported(args.framework, args.method)
+    why_not = backends.missing(args.framework, spec.task) or backends.unsupported(
+        args.framework, spec.task, args.method
+    )
     if why_not is not None:
         print(
             f"error: --framework {args.framework} --method {args.method}: {why_not}",

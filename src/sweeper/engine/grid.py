@@ -83,7 +83,7 @@ def run_grid(
             client, sweep.experiment_id, parent, trial, sweep.stage, tags
         )
     log_lineage(client, [parent, *run_ids.values()], sweep_lineage(spec, inputs))
-    log_vocabulary(client, parent, Path(inputs.hf_data).parent)
+    log_vocabulary(client, parent, inputs.root)
     metrics = MetricLog()
     ledger = CostLedger(spec.resources.cpu, spec.resources.gpu)
     for run_id in plan.resume.values():  # what a killed driver had logged already

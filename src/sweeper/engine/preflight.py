@@ -22,8 +22,8 @@ import pickle
 import zipfile
 from pathlib import Path
 
+from sweeper import backends
 from sweeper.data.errors import DataError
-from sweeper.record_names import TASK_CAUSAL_LM
 from sweeper.spec.schema import SweepSpec
 
 
@@ -39,17 +39,33 @@ def preflight(spec: SweepSpec) -> list[str]:
 
 
 def check_inputs(spec: SweepSpec) -> None:
-    """Raise DataError naming the first unusable input file of `spec`."""
-    vocab_size, classes = None, None
+    """Raise DataError naming the first unusable input file of `spec`: the data files,
+    then what the spec's task checks itself (`sweeper.backends.Task.check`: its labels,
+    its pretrained weights), then the pretraining stage's settings."""
+    vocab_size: int | None = None
+    labels: list[str] | None = None
     if spec.data.source == "files":
         vocab_size, labels = check_data_files(spec)
-        classes = len(labels)
-        if spec.task != TASK_CAUSAL_LM:
-            from sweeper.trainers.trial_pipeline import check_classes
-
-            check_classes(spec, tuple(labels))
-    check_checkpoint(spec, vocab_size or spec.model.arch.vocab_size, classes)
+    backends.load(backends.task(spec.task).check)(spec, vocab_size, labels)
     check_pretrain(spec)
+
+
+def check_classification(spec: SweepSpec, vocab_size: int | None, labels: list[str] | None) -> None:
+    """The classification task's checks: `train.num_classes` holds the data's labels,
+    and the pretrained checkpoint fits the arch and the head."""
+    if labels is not None:
+        from sweeper.trainers.classification import check_classes
+
+        check_classes(spec, tuple(labels))
+    classes = len(labels) if labels is not None else None
+    check_checkpoint(spec, vocab_size or spec.model.arch.vocab_size, classes)
+
+
+def check_causal_lm(spec: SweepSpec, vocab_size: int | None, labels: list[str] | None) -> None:
+    """The causal-LM task's checks: `model.checkpoint`, when a pretrained trial starts
+    from it, is a local HF causal-LM folder that fits the arch and the vocabulary."""
+    if spec.model.checkpoint is not None and "pretrained" in spec.grid.init:
+        check_lm_folder(spec, spec.model.checkpoint)
 
 
 def check_pretrain(spec: SweepSpec) -> None:
@@ -92,9 +108,6 @@ def check_checkpoint(spec: SweepSpec, vocab_size: int | None, classes: int | Non
     `classes`: the data's labels (None: `data.labels`, generated data's explicit list)."""
     path = spec.model.checkpoint
     if path is None or "pretrained" not in spec.grid.init:
-        return
-    if spec.task == TASK_CAUSAL_LM:
-        check_lm_folder(spec, path)
         return
     if path.is_dir():
         check_hf_folder(spec, path, vocab_size)

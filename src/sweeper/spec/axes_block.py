@@ -28,7 +28,7 @@ class GridConfig(Strict):
     """`pretrained`: start from `model.checkpoint` or the `model.pretrain` stage's output;
     `random`: from weights drawn under the trial's seed."""
     framework: list[str] = Field(default_factory=lambda: ["fairseq", "hf"], min_length=1)
-    """Registered frameworks (`fairseq`, `hf`; plugins add more, see `sweeper.frameworks`).
+    """Registered frameworks (`fairseq`, `hf`; plugins add more, see `sweeper.backends`).
     A name nobody registered is reported by the spec loader with the registered ones."""
     method: list[Method] = Field(default_factory=lambda: ["full"], min_length=1)
     """`full`: every weight trains; `lora`: only the `lora:` adapters (and a classifier's

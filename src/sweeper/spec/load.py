@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from sweeper import frameworks
+from sweeper import backends
 from sweeper.spec import extends
 from sweeper.spec.schema import SweepSpec
 
@@ -114,8 +114,8 @@ def _shown(path: Path, leaf: Path) -> str:
 
 def validate_mapping(raw: dict[str, Any], shown: str, base_dir: Path) -> SweepSpec:
     """Validate an already-loaded mapping (used by load_spec and by tests): the schema's
-    problems and the framework table's, all reported at once."""
-    problems = _framework_problems(raw, shown)
+    problems and the backend table's, all reported at once."""
+    problems = _backend_problems(raw, shown)
     try:
         spec = SweepSpec.model_validate(raw, context={"base_dir": base_dir})
     except ValidationError as exc:
@@ -126,19 +126,29 @@ def validate_mapping(raw: dict[str, Any], shown: str, base_dir: Path) -> SweepSp
     return spec
 
 
-def _framework_problems(raw: dict[str, Any], shown: str) -> list[SpecProblem]:
-    """`grid.framework` names nobody registered (the schema takes any string: which
-    frameworks exist is `sweeper.frameworks`' to say, plugins included)."""
+def _backend_problems(raw: dict[str, Any], shown: str) -> list[SpecProblem]:
+    """`grid.framework` names with no backend for the spec's task: a framework nobody
+    registered, or one that does not run the task ("causal_lm has no fairseq
+    backend"). The schema takes any string: which backends exist is
+    `sweeper.backends`' to say, plugins included; a task the schema refuses is
+    reported by the schema alone."""
     grid = raw.get("grid")
     chosen = grid.get("framework") if isinstance(grid, dict) else None
     if not isinstance(chosen, list):
         return []
-    known = frameworks.names()
-    return [
-        SpecProblem(shown, f"grid.framework.{i}", frameworks.unknown(name))
-        for i, name in enumerate(chosen)
-        if isinstance(name, str) and name not in known
-    ]
+    task = raw.get("task", SweepSpec.model_fields["task"].default)
+    known = backends.tasks()
+    problems = []
+    for i, name in enumerate(chosen):
+        if not isinstance(name, str):
+            continue
+        if name not in backends.frameworks():
+            problems.append(SpecProblem(shown, f"grid.framework.{i}", backends.unknown(name)))
+        elif isinstance(task, str) and task in known and backends.missing(name, task):
+            problems.append(
+                SpecProblem(shown, f"grid.framework.{i}", str(backends.missing(name, task)))
+            )
+    return problems
 
 
 def _interpolate(value: Any, loc: tuple[str, ...], shown: str, problems: list) -> Any:

@@ -168,17 +168,6 @@ class SweepSpec(Strict):
         return self
 
     @model_validator(mode="after")
-    def _causal_lm_runs_on_hf(self) -> SweepSpec:
-        if self.task == TASK_CAUSAL_LM:
-            others = [f for f in self.grid.framework if f != "hf"]
-            if others:
-                raise ValueError(
-                    f"grid.framework {others} cannot run task causal_lm: causal-LM trials "
-                    "run on hf (transformers + PEFT) only"
-                )
-        return self
-
-    @model_validator(mode="after")
     def _vocabulary_fits_the_data(self) -> SweepSpec:
         if self.model.tokenizer is not None and self.data.source == "generated":
             raise ValueError(

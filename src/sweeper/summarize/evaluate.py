@@ -2,8 +2,8 @@
 
 Table 1's test accuracy is what the trainer logged at the best validation step. This
 checks that record against the artifact people will reuse: download the run's
-`checkpoints/best` and `trial.json`, reload the checkpoint with the trial's framework
-(`Trainer.test_accuracy`; a trainer that reports other metrics, `Trainer.test_metrics`)
+`checkpoints/best` and `trial.json`, reload the checkpoint with the trial's backend's
+trainer (`Trainer.test_accuracy`; every other test metric, `Trainer.test_metrics`)
 and measure the prepared test split again. A mismatch means the
 stored checkpoint is not the one the table describes (or the data changed), which is
 exactly what a reader of the table needs to know.
@@ -133,14 +133,13 @@ def measure(
     except MlflowException as exc:
         raise FileNotFoundError(f"artifact missing: {exc.message.splitlines()[0]}") from None
     job = TrialJob.load(Path(config))
-    trainer = get_trainer(job.framework)
+    trainer = get_trainer(job.framework, job.task)
     for path in trainer.reload_inputs(job):  # what the trainer reloads must be here
         if not Path(path).exists():
             raise FileNotFoundError(f"prepared input not on this machine: {path}")
     if metric == record_names.METRIC_TEST_ACC:
         return trainer.test_accuracy(job, Path(checkpoint))
-    measure_all = getattr(trainer, "test_metrics", None)
-    measured = measure_all(job, Path(checkpoint)) if measure_all is not None else {}
+    measured = trainer.test_metrics(job, Path(checkpoint))
     if metric not in measured:
         raise FileNotFoundError(f"the {job.framework} trainer does not re-measure {metric}")
     return measured[metric]

@@ -62,9 +62,9 @@ def dataset_inputs(prepared_dir: Path, data_name: str) -> list[DatasetInput]:
 
 
 def sweep_lineage(spec: SweepSpec, inputs: SweepInputs) -> list[DatasetInput]:
-    """The inputs of every run of a sweep: its prepared folder (the parent of the HF
-    and fairseq folders), named after the data folder."""
-    return dataset_inputs(Path(inputs.hf_data).parent, Path(spec.data.dir).name)
+    """The inputs of every run of a sweep: its prepared folder (`SweepInputs.root`, the
+    parent of the folders trials read), named after the data folder."""
+    return dataset_inputs(inputs.root, Path(spec.data.dir).name)
 
 
 def log_lineage(client: MlflowClient, run_ids: list[str], inputs: list[DatasetInput]) -> None:

@@ -3,7 +3,7 @@
 Invariant 7 (docs/architecture.md, "Storage without a shared filesystem"): a trial must
 not depend on reading the driver's disk. When the sweep's artifact store is remote (a
 tracking server's `mlflow-artifacts:` proxy, or S3), the driver `publish`es what every
-trial reads (the prepared fairseq and HF folders, the pretrained checkpoint) once,
+trial reads (the prepared data folders, the pretrained weights) once,
 under the experiment's artifact root at `inputs/<sha256>/`, and ships the list in the
 trial context. A trial then `localize`s each one:
 
@@ -51,8 +51,10 @@ PAYLOAD = "data"
 """Artifact folder holding the input itself, beside the commit marker."""
 MARKER = "complete.json"
 """Uploaded last: an input folder without it is an interrupted upload, done again."""
-ROLES = ("fairseq_data", "hf_data", "pretrained")
-"""The `SweepInputs` fields a trial reads from disk."""
+PRETRAINED = "pretrained"
+"""The role of `SweepInputs.pretrained`; a prepared folder's is `<format>_data`, after
+its key in `SweepInputs.data` (`fairseq_data`, `hf_data`, `lm_data`)."""
+DATA_ROLE = "_data"
 
 Log = Callable[[str], None]
 
@@ -102,15 +104,15 @@ def publish(
     root_uri: str,
     tracking_uri: str,
     log: Log = print,
-    roles: Sequence[str] = ROLES,
+    roles: Sequence[str] | None = None,
 ) -> list[StagedInput]:
     """Upload each input not yet under `root_uri/inputs/<digest>`; returns them all.
     Keyed by content, so a resumed sweep or a second sweep on the same data uploads
     nothing. `roles`: the inputs to publish (the pretraining stage publishes its
     checkpoint alone, once it exists)."""
     staged = []
-    for role in roles:
-        value = getattr(inputs, role)
+    for role in roles if roles is not None else input_roles(inputs):
+        value = role_path(inputs, role)
         if value is None:
             continue
         path = Path(value)
@@ -144,7 +146,22 @@ def localize(
         if local.exists() and tree_digest(local) == item.digest:
             continue
         changes[item.role] = fetch(item, tracking_uri, cache or cache_root())
-    return replace(inputs, **changes) if changes else inputs
+    if not changes:
+        return inputs
+    data = {key: changes.get(key + DATA_ROLE, path) for key, path in inputs.data.items()}
+    return replace(inputs, data=data, pretrained=changes.get(PRETRAINED, inputs.pretrained))
+
+
+def input_roles(inputs: SweepInputs) -> list[str]:
+    """Every input a trial reads from disk: each prepared folder, the pretrained weights."""
+    return [key + DATA_ROLE for key in inputs.data] + [PRETRAINED]
+
+
+def role_path(inputs: SweepInputs, role: str) -> Path | None:
+    """The path of `role` (see `input_roles`) in `inputs`; None when it has none."""
+    if role == PRETRAINED:
+        return inputs.pretrained
+    return inputs.data[role.removesuffix(DATA_ROLE)]
 
 
 def fetch(item: StagedInput, tracking_uri: str, cache: Path) -> Path:

@@ -1,8 +1,8 @@
-"""Trainers: one trial of one framework, run as a subprocess and read as metric events.
+"""Trainers: one trial of one backend, run as a subprocess and read as metric events.
 
 Shared by every framework:
   base.py            what a trainer is (`Trainer`, `TrialJob`, `Checkpoints`)
-  registry.py        `get_trainer(name)`: a framework's trainer class, imported when used
+  registry.py        `get_trainer(framework, task)`: a backend's trainer, imported when used
   runner.py          the subprocess: stream its output into events, enforce limits
   notice.py          checkpoint on notice: what a trainer does on SIGTERM, its exit and lines
   events.py          the one metric stream both frameworks produce
@@ -11,6 +11,7 @@ Shared by every framework:
   devices.py         the trial's device (NVML first; torch only where a GPU is)
   reload.py          a stored best checkpoint's test accuracy, measured again
   trial_pipeline.py  one trial end to end: shared inputs, shared initial weights, trainer
+  classification.py  the classification task's inputs and jobs (both frameworks' backends)
 Per framework:
   fairseq/           fairseq-train and its fixes, checkpoints, the masked_lm pretraining
   hf/                transformers (classifier and causal LM), PEFT's LoRA

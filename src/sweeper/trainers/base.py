@@ -59,13 +59,17 @@ class TrialJob:
     num_classes: int
     num_train: int
     """Training sentences: total updates = ceil(num_train / batch_size) × epochs."""
-    fairseq_data: str
-    """Prepared fairseq folder with input0/ and label/."""
-    hf_data: str
-    """Prepared folder with {train,valid,test}.jsonl of the same ids."""
+    data: str
+    """The prepared folder its backend reads (`sweeper.backends.Backend.data`: a
+    classification job's fairseq folder with input0/ and label/, or its HF folder with
+    {train,valid,test}.jsonl of the same ids; a causal-LM job's prompt/answer folder)."""
     init_checkpoint: str
-    """fairseq-format checkpoint both frameworks start from (see sweeper.models.init)."""
+    """The weights the trial starts from: a classification job's fairseq-format
+    checkpoint, the one both frameworks start from (see sweeper.models.init); a
+    causal-LM job's decoder folder."""
     out_dir: str
+    task: str = record_names.TASK_CLASSIFICATION
+    """The spec's `task`: with `framework`, the backend that runs the job."""
     threads: int = 1
     device: str = "cpu"
     extra: dict[str, Any] = field(default_factory=dict)
@@ -99,7 +103,31 @@ class TrialJob:
 
     @classmethod
     def load(cls, path: Path) -> TrialJob:
-        return cls(**json.loads(path.read_text(encoding="utf-8")))
+        """A saved job, also one saved before jobs carried one data folder and their
+        task (a stored `trial.json` that `summarize --evaluate` reloads): see
+        `upgrade_fields`."""
+        return cls(**upgrade_fields(json.loads(path.read_text(encoding="utf-8"))))
+
+
+def upgrade_fields(raw: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a job saved in the older layout, as this `TrialJob` names them.
+    That layout held every prepared folder of the sweep, `fairseq_data` and `hf_data`,
+    and a causal-LM job said its task in `extra["task"]` (its one folder in both
+    fields); the folder a job reads is `<format>_data` of its backend's data format
+    (`sweeper.backends.Backend.data`), the only folder when both fields agree."""
+    if "data" in raw:
+        return raw
+    from sweeper import backends
+
+    raw = dict(raw)
+    extra = dict(raw.get("extra") or {})
+    task = str(extra.pop("task", record_names.TASK_CLASSIFICATION))
+    folders = {key: raw.pop(key) for key in ("fairseq_data", "hf_data") if key in raw}
+    if len(set(folders.values())) == 1:
+        data = next(iter(folders.values()))
+    else:
+        data = folders[f"{backends.get(str(raw['framework']), task).data}_data"]
+    return {**raw, "task": task, "data": data, "extra": extra}
 
 
 def warmup_updates(total_updates: int, warmup_ratio: float) -> int:
@@ -124,8 +152,9 @@ class Checkpoints:
 
 
 class Trainer(Protocol):
-    """One framework's way to run a trial (`trainers/fairseq/fairseq_trainer.py`,
-    `trainers/hf/hf_trainer.py`)."""
+    """One backend's way to run a trial (`sweeper.backends` names each backend's class:
+    `trainers/fairseq/fairseq_trainer.py`, `trainers/hf/hf_trainer.py`,
+    `trainers/hf/lm_trial.py`)."""
 
     name: str
 
@@ -155,7 +184,12 @@ class Trainer(Protocol):
 
     def test_accuracy(self, job: TrialJob, checkpoint: Path) -> float:
         """Test accuracy (%) of a best checkpoint reloaded from `checkpoint`, the folder
-        its artifact was downloaded to (`sweeper summarize --evaluate`). A trainer that
-        measures more (macro-F1, a causal LM's metrics) also has `test_metrics(job,
-        checkpoint) -> {logged test name: value}`."""
+        its artifact was downloaded to (`sweeper summarize --evaluate`)."""
+        ...
+
+    def test_metrics(self, job: TrialJob, checkpoint: Path) -> dict[str, float]:
+        """Every test metric the backend reports, re-measured from a best checkpoint
+        as `test_accuracy` reloads it: {logged test name (`test_accuracy`,
+        `test_macro_f1`, a causal LM's `test_perplexity`, ...): value}. Empty for a
+        trainer that re-measures accuracy only."""
         ...

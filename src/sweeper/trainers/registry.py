@@ -1,17 +1,16 @@
-"""Trainers by framework name: the lazy `"module:Class"` of `sweeper.frameworks`, loaded.
+"""Trainers by backend: the lazy `"module:Class"` of `sweeper.backends`, loaded.
 
-Only the framework a trial runs is imported: fairseq loads for fairseq trials only.
+Only the backend a trial runs is imported: fairseq loads for fairseq trials only.
 """
 
 from __future__ import annotations
 
-import importlib
-
-from sweeper import frameworks
+from sweeper import backends
+from sweeper.record_names import TASK_CLASSIFICATION
 from sweeper.trainers.base import Trainer
 
 
-def get_trainer(name: str) -> Trainer:
-    """Instantiate the trainer of framework `name` (KeyError if none is registered)."""
-    module_name, _, class_name = frameworks.get(name).trainer.partition(":")
-    return getattr(importlib.import_module(module_name), class_name)()
+def get_trainer(framework: str, task: str = TASK_CLASSIFICATION) -> Trainer:
+    """Instantiate the trainer of backend (framework, task) (KeyError if none is
+    registered)."""
+    return backends.load(backends.get(framework, task).trainer)()

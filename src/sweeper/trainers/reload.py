@@ -65,7 +65,7 @@ def fairseq_test_counts(job: TrialJob, checkpoint: Path) -> ClassCounts:
     hub = RobertaModel.from_pretrained(
         str(checkpoint),
         checkpoint_file=BEST,
-        data_name_or_path=job.fairseq_data,
+        data_name_or_path=job.data,
         bpe=None,  # ids are binarized already; the default gpt2 BPE would download files
     )
     hub.eval().to(_device())
@@ -84,7 +84,7 @@ def fairseq_test_counts(job: TrialJob, checkpoint: Path) -> ClassCounts:
             predictions += predicted.cpu().tolist()
             labels += batch["target"].view(-1).tolist()
     if not labels:
-        raise ValueError(f"accuracy of 0 examples: the test split of {job.fairseq_data} is empty")
+        raise ValueError(f"accuracy of 0 examples: the test split of {job.data} is empty")
     return ClassCounts.of(predictions, labels, job.num_classes)
 
 
@@ -107,7 +107,7 @@ def hf_test_counts(job: TrialJob, checkpoint: Path) -> ClassCounts:
     model = _hf_model(job, checkpoint).to(_device()).eval()
     dtype = _dtype(job)  # transformers' bf16/fp16: fp32 weights under autocast
     with torch.autocast(_device(), dtype=dtype) if dtype else contextlib.nullcontext():
-        return _classify(model, read_split(Path(job.hf_data) / "test.jsonl"), job.num_classes)
+        return _classify(model, read_split(Path(job.data) / "test.jsonl"), job.num_classes)
 
 
 def _hf_model(job: TrialJob, checkpoint: Path) -> torch.nn.Module:
@@ -161,6 +161,6 @@ def lm_test_metrics(job: TrialJob, checkpoint: Path) -> dict[str, float]:
         model = PeftModel.from_pretrained(load_lm(Path(job.init_checkpoint)), checkpoint)
     else:
         model = load_lm(checkpoint)
-    test = AnswerDataset.read(Path(job.hf_data) / "test.jsonl")
+    test = AnswerDataset.read(Path(job.data) / "test.jsonl")
     measured = measure(model.to(_device()), test, _device())
     return {f"test_{name}": value for name, value in measured.items()}

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sweeper.spec.schema import SweepSpec
-from sweeper.tracking.staging import StagedInput
+from sweeper.tracking.staging import PRETRAINED, StagedInput
 from sweeper.trainers.runner import TrainerError
 from sweeper.trainers.trial_pipeline import SweepInputs
 
@@ -88,7 +88,7 @@ def pretrain_task(spec: SweepSpec, root_uri: str | None, tracking_uri: str) -> P
     assert inputs.pretrained is not None
     staged: tuple[StagedInput, ...] = ()
     if root_uri is not None:
-        roles = ("pretrained",)
+        roles = (PRETRAINED,)
         staged = tuple(publish(inputs, root_uri, tracking_uri, log=lines.append, roles=roles))
     return Pretrained(inputs.pretrained, staged, tuple(lines), time.monotonic() - started)
 

@@ -104,7 +104,7 @@ def train_args(job: TrialJob) -> list[str]:
     total = job.total_updates
     beta1, beta2 = (float(b) for b in train["adam_betas"])
     return [
-        job.fairseq_data,
+        job.data,
         "--task", "sentence_prediction",
         *arch_flags(job.arch),
         "--num-classes", str(job.num_classes),
@@ -177,7 +177,7 @@ class FairseqTrainer:
         return count, count
 
     def reload_inputs(self, job: TrialJob) -> list[str]:
-        return [job.fairseq_data]
+        return [job.data]
 
     def test_accuracy(self, job: TrialJob, checkpoint: Path) -> float:
         from sweeper.trainers.reload import fairseq_test_accuracy

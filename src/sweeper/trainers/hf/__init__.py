@@ -1,12 +1,12 @@
 """The HuggingFace side: the classifier and the causal-LM task, parent and children.
 
-  hf_trainer.py   the trainer as the parent sees it (both tasks): command line, events
+  hf_trainer.py   the classifier's trainer as the parent sees it: command line, events
   hf_main.py      the classifier's child process (transformers Trainer, LoRA by PEFT)
   hf_notice.py    both children's answer to SIGTERM: a checkpoint at the current step
   hf_data.py      token-id datasets, batching and accuracy from counts for `hf_main`
   lm_main.py      the causal-LM child: answer-only loss, perplexity, exact match
   lm_data.py      prompt/answer batches and the causal-LM measurements (also `--evaluate`)
-  lm_trial.py     a causal-LM sweep's inputs and trial jobs (`task: causal_lm`)
+  lm_trial.py     the causal-LM backend: inputs, trial jobs, its trainer (`LMTrainer`)
   lm_pretrain.py  the pretraining stage of a causal-LM sweep's `model.arch` decoder
 
 Importing this package loads neither torch nor transformers.

@@ -303,7 +303,7 @@ def run(job: TrialJob, notice: Notice) -> dict[str, Any]:
     transformers.logging.set_verbosity_warning()
     transformers.utils.logging.disable_progress_bar()  # "Writing model shards" bars
     transformers.set_seed(job.seed)
-    data = read_splits(Path(job.hf_data))
+    data = read_splits(Path(job.data))
     model = build_model(job)
     check_data(job, data, model.config.max_position_embeddings - PAD_ID - 1)
     write_params(job, count_params(model))

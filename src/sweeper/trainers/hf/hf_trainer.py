@@ -20,8 +20,6 @@ from sweeper.trainers.events import MetricEvent
 from sweeper.trainers.runner import python_module_command
 
 CHILD_MODULE = "sweeper.trainers.hf.hf_main"
-LM_CHILD_MODULE = "sweeper.trainers.hf.lm_main"
-"""The child of a causal-LM job (`job.extra["task"]`, sweeper.trainers.hf.lm_trial)."""
 EVENT_PREFIX = "@@sweeper-event "
 """Marks the child's metric lines; everything else it prints is plain log."""
 """`{"trainable": int, "total": int}`, written by the child before training starts."""
@@ -98,19 +96,18 @@ def find_checkpoints(checkpoint_dir: Path) -> Checkpoints:
     return Checkpoints(best=best, last=last)
 
 
-def is_causal_lm(job: TrialJob) -> bool:
-    return job.extra.get("task") == record_names.TASK_CAUSAL_LM
-
-
 class HFTrainer:
-    """Runs a trial with `transformers.Trainer` in a child process (see hf_main)."""
+    """Runs a classification trial with `transformers.Trainer` in a child process (see
+    hf_main); `child` is the module that process runs (the causal-LM backend's trainer,
+    `sweeper.trainers.hf.lm_trial.LMTrainer`, names its own)."""
 
     name = "hf"
+    child = CHILD_MODULE
 
     def command(self, job: TrialJob) -> list[str]:
         """The child reads the job the runner saved; it resumes by itself."""
-        child = LM_CHILD_MODULE if is_causal_lm(job) else CHILD_MODULE
-        return python_module_command(child, str(Path(job.out_dir) / record_names.TRIAL_CONFIG_FILE))
+        config = str(Path(job.out_dir) / record_names.TRIAL_CONFIG_FILE)
+        return python_module_command(self.child, config)
 
     def parse_line(self, line: str, wall_time: float) -> list[MetricEvent]:
         """Event lines only; the runner's clock replaces the child's, so wall time means
@@ -133,22 +130,15 @@ class HFTrainer:
         return read_param_counts(Path(job.out_dir))
 
     def reload_inputs(self, job: TrialJob) -> list[str]:
-        """The HF test split; a LoRA checkpoint holds adapters only, so the init
+        """The prepared test split; a LoRA checkpoint holds adapters only, so the init
         weights they apply to too."""
-        return [job.hf_data, *([job.init_checkpoint] if job.method == "lora" else [])]
+        return [job.data, *([job.init_checkpoint] if job.method == "lora" else [])]
 
     def test_metrics(self, job: TrialJob, checkpoint: Path) -> dict[str, float]:
-        """A best checkpoint's test metrics, measured as the trial measured them: a
-        causal LM's `test_loss`, `test_perplexity`, `test_exact_match`; a classifier's
-        `test_accuracy`, `test_macro_f1` and per-class values."""
-        from sweeper.trainers.reload import (
-            hf_test_counts,
-            lm_test_metrics,
-            test_classification_metrics,
-        )
+        """A best checkpoint's `test_accuracy`, `test_macro_f1` and per-class values,
+        measured as the trial measured them."""
+        from sweeper.trainers.reload import hf_test_counts, test_classification_metrics
 
-        if is_causal_lm(job):
-            return lm_test_metrics(job, checkpoint)
         return test_classification_metrics(hf_test_counts(job, checkpoint))
 
     def test_accuracy(self, job: TrialJob, checkpoint: Path) -> float:

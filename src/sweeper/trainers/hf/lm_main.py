@@ -92,7 +92,7 @@ def run(job: TrialJob, notice: Notice) -> dict[str, Any]:
     transformers.logging.set_verbosity_warning()
     transformers.utils.logging.disable_progress_bar()
     transformers.set_seed(job.seed)
-    data = Path(job.hf_data)
+    data = Path(job.data)
     splits = {s: AnswerDataset.read(data / f"{s}.jsonl") for s in ("train", "valid", "test")}
     if len(splits["train"]) != job.num_train:
         raise ValueError(

@@ -1,12 +1,12 @@
-"""A causal-LM sweep's inputs and trial jobs (`task: causal_lm`; see `trainers.trial`).
+"""The causal-LM backend (`task: causal_lm` on hf): its inputs, trial jobs and trainer.
 
-Inputs: the prompt/answer data (`sweeper.data.lm_task`) and the `pretrained` decoder,
-trained by `sweeper.trainers.hf.lm_pretrain` or named by `model.checkpoint` (a local HF
-causal-LM folder). A trial's starting weights are that folder, or for `random` the
-seed's freshly drawn `model.arch` decoder (`sweeper.models.llama.random_init`), so the
-trials of one seed share their starting point whatever their method. The job tells the
-HF trainer which child to run (`extra["task"]`) and what picks the best checkpoint
-(`extra["select"]`, the spec's `select:`).
+Inputs: the prompt/answer data (`sweeper.data.lm_task`, the `SweepInputs.data` key
+`lm`) and the `pretrained` decoder, trained by `sweeper.trainers.hf.lm_pretrain` or
+named by `model.checkpoint` (a local HF causal-LM folder). A trial's starting weights
+are that folder, or for `random` the seed's freshly drawn `model.arch` decoder
+(`sweeper.models.llama.random_init`), so the trials of one seed share their starting
+point whatever their method. The job says what picks the best checkpoint
+(`extra["select"]`, the spec's `select:`); `LMTrainer` runs `lm_main` as its child.
 """
 
 from __future__ import annotations
@@ -14,19 +14,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from sweeper.data.lm_task import LMData
-from sweeper.record_names import TASK_CAUSAL_LM
+from sweeper.backends import Backend
 from sweeper.spec.schema import SweepSpec
 from sweeper.trainers.base import TrialJob
+from sweeper.trainers.hf.hf_trainer import HFTrainer
+from sweeper.trainers.trial_pipeline import SweepInputs
 from sweeper.trial_keys import Trial
 
 Log = Callable[[str], None]
 
 
-def prepare_lm_inputs(
-    spec: SweepSpec, log: Log, need_pretrained: bool
-) -> tuple[LMData, Path | None]:
-    """The prepared data and, when asked, the pretrained decoder's folder."""
+def prepare_inputs(
+    spec: SweepSpec, log: Log = print, need_pretrained: bool = True, force: bool = False
+) -> SweepInputs:
+    """The prepared data and, when asked, the pretrained decoder's folder. `force` does
+    not apply: the prompt/answer ids are cached by content."""
     from sweeper.data.lm_task import prepare_lm
 
     data = prepare_lm(spec, log)
@@ -38,14 +40,21 @@ def prepare_lm_inputs(
             from sweeper.trainers.hf.lm_pretrain import pretrain_lm
 
             pretrained = pretrain_lm(spec, data, log)
-    return data, pretrained
+    return SweepInputs(
+        data={"lm": data.dir},
+        root=data.dir.parent,
+        vocab_size=data.vocab_size,
+        num_classes=0,
+        num_train=data.num_train,
+        pretrained=pretrained,
+    )
 
 
-def build_lm_job(
+def build_job(
+    backend: Backend,
     spec: SweepSpec,
     trial: Trial,
-    data: LMData,
-    pretrained: Path | None,
+    inputs: SweepInputs,
     out_dir: Path,
     threads: int,
     device: str,
@@ -53,17 +62,18 @@ def build_lm_job(
     """The trial's job, its starting folder written if it is a new random one."""
     from sweeper.models.llama import random_init
 
-    arch = spec.model.arch.model_copy(update={"vocab_size": data.vocab_size})
+    arch = spec.model.arch.model_copy(update={"vocab_size": inputs.vocab_size})
     arch_fields = arch.model_dump(mode="json")
     if trial.init == "pretrained":
-        if pretrained is None:
+        if inputs.pretrained is None:
             raise ValueError("a pretrained trial needs the pretrained decoder")
-        init = pretrained
+        init = inputs.pretrained
     else:
-        init = random_init(arch_fields, data.vocab_size, trial.seed, spec.output_dir / "init")
+        init = random_init(arch_fields, inputs.vocab_size, trial.seed, spec.output_dir / "init")
     select = spec.select
     return TrialJob(
         framework=trial.framework,
+        task=backend.task.name,
         seed=trial.seed,
         init=trial.init,
         method=trial.method,
@@ -71,15 +81,30 @@ def build_lm_job(
         lora=trial.lora,
         arch=arch_fields,
         num_classes=0,
-        num_train=data.num_train,
-        fairseq_data=str(data.dir),
-        hf_data=str(data.dir),
+        num_train=inputs.num_train,
+        data=str(inputs.data[backend.data]),
         init_checkpoint=str(init),
         out_dir=str(out_dir),
         threads=threads,
         device=device,
-        extra={
-            "task": TASK_CAUSAL_LM,
-            "select": {"metric": select.metric, "mode": select.direction()},
-        },
+        extra={"select": {"metric": select.metric, "mode": select.direction()}},
     )
+
+
+class LMTrainer(HFTrainer):
+    """The HF trainer with `lm_main` as its child: the same event lines, checkpoints
+    and parameter counts; its reload re-measures a causal LM's test metrics."""
+
+    child = "sweeper.trainers.hf.lm_main"
+
+    def test_metrics(self, job: TrialJob, checkpoint: Path) -> dict[str, float]:
+        """A best checkpoint's `test_loss`, `test_perplexity` and `test_exact_match`,
+        measured as the trial measured them."""
+        from sweeper.trainers.reload import lm_test_metrics
+
+        return lm_test_metrics(job, checkpoint)
+
+    def test_accuracy(self, job: TrialJob, checkpoint: Path) -> float:
+        """A causal LM reports no accuracy (FileNotFoundError, as for any metric a
+        trainer does not re-measure)."""
+        raise FileNotFoundError("the causal-LM trainer does not re-measure test_accuracy")
