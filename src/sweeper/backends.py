@@ -61,6 +61,13 @@ class Task:
     """`"module:function"`, `(spec, vocab_size, labels) -> None`: pre-flight checks of
     the task's own inputs (raises `DataError`); `vocab_size` and `labels` are None
     when the data are not files that exist yet."""
+    params: str
+    """`"module:function"`, `(args, spec, arch, vocab_size, vocab_source) -> exit code`:
+    what `sweeper params` prints for the task's models."""
+    formats: tuple[str, ...] = ()
+    """The `data.format`s its preparation reads; empty: every format."""
+    tokenizer: bool = True
+    """Whether its preparation trains a tokenizer from the data (`model.tokenizer`)."""
 
 
 @dataclass(frozen=True)
@@ -86,11 +93,15 @@ CLASSIFICATION = Task(
     "classification",
     prepare="sweeper.trainers.classification:prepare_inputs",
     check="sweeper.engine.preflight:check_classification",
+    params="sweeper.cli.params:classification_params",
 )
 CAUSAL_LM = Task(
     "causal_lm",
     prepare="sweeper.trainers.hf.lm_trial:prepare_inputs",
     check="sweeper.engine.preflight:check_causal_lm",
+    params="sweeper.cli.params:causal_lm_params",
+    formats=("lines",),
+    tokenizer=False,
 )
 _BUILTIN = (
     Backend("fairseq", CLASSIFICATION, "sweeper.trainers.fairseq.fairseq_trainer:FairseqTrainer",

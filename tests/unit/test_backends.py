@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from sweeper import backends
+from sweeper.data.examples import SPLITS
 from sweeper.spec.load import SpecError, validate_mapping
 from sweeper.trainers.base import TrialJob
 from sweeper.trainers.registry import get_trainer
@@ -154,3 +155,20 @@ def test_a_plugin_that_does_not_load_is_an_error_not_a_skip() -> None:
     done = _run_with_plugins("sweeper.no_such_module:register")
     assert done.returncode != 0
     assert "$SWEEPER_PLUGINS: cannot load 'sweeper.no_such_module:register'" in done.stderr
+
+
+def test_what_a_task_does_not_read_is_reported_by_field(tmp_path: Path) -> None:
+    raw = minimal_spec()
+    raw["task"] = "causal_lm"
+    raw["grid"] = {"framework": ["fairseq"]}
+    raw["data"] = {"dir": "data", "format": "csv", "files": {s: f"{s}.csv" for s in SPLITS}}
+    raw["model"] = {**raw["model"], "tokenizer": {"train": {"vocab_size": 60}}}
+    del raw["model"]["sentencepiece"], raw["model"]["dictionary"]
+    with pytest.raises(SpecError) as caught:
+        validate_mapping(raw, "s.yaml", tmp_path)
+    assert [str(p) for p in caught.value.problems] == [
+        "s.yaml: grid.framework.0: causal_lm has no fairseq backend (it runs on hf)",
+        "s.yaml: data.format: task causal_lm reads data.format lines only (got 'csv')",
+        "s.yaml: model.tokenizer: task causal_lm does not train a tokenizer: give "
+        "model.sentencepiece and model.dictionary",
+    ]

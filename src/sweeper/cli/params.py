@@ -63,15 +63,30 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sweeper.models.params import param_report
-
+    """The report of the spec's task (without a SPEC, the default task's)."""
     spec = load_or_exit(args.spec, args.overrides) if args.spec else None
     if spec is None and args.overrides:
         fail("overrides need a SPEC")
     arch = _arch(args, spec)
     vocab_size, vocab_source = _vocab_size(args, spec, arch)
-    if spec is not None and spec.task == "causal_lm":
-        return _lm_params(spec, arch, vocab_size, args.format)
+    from sweeper import backends
+
+    task = spec.task if spec is not None else SweepSpec.model_fields["task"].default
+    report = backends.load(backends.task(task).params)
+    return report(args, spec, arch, vocab_size, vocab_source)
+
+
+def classification_params(
+    args: argparse.Namespace,
+    spec: SweepSpec | None,
+    arch: ArchConfig,
+    vocab_size: int,
+    vocab_source: str,
+) -> int:
+    """The classification task's report (`sweeper.backends.Task.params`): both
+    frameworks' encoder and heads by component, the hand conventions, LoRA."""
+    from sweeper.models.params import param_report
+
     num_classes = args.num_classes or (spec.train.num_classes if spec else 2)
     report = param_report(arch, vocab_size, num_classes, _lora_settings(spec))
     data = {"sweep": spec.name if spec else None, "vocab_source": vocab_source}
@@ -83,15 +98,22 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _lm_params(spec: SweepSpec, arch: ArchConfig, vocab_size: int, fmt: str) -> int:
-    """A causal-LM sweep's decoder and its LoRA settings' trainable counts."""
+def causal_lm_params(
+    args: argparse.Namespace,
+    spec: SweepSpec | None,
+    arch: ArchConfig,
+    vocab_size: int,
+    vocab_source: str,
+) -> int:
+    """The causal-LM task's report (`sweeper.backends.Task.params`): the decoder and
+    its LoRA settings' trainable counts."""
     from sweeper.models.llama import lm_param_counts
 
     data = {
-        "sweep": spec.name,
+        "sweep": spec.name if spec else None,
         **lm_param_counts(arch.model_dump(), vocab_size, _lora_settings(spec)),
     }
-    if fmt == "json":
+    if args.format == "json":
         print(json.dumps(data, indent=2, ensure_ascii=False))
         return 0
     print(f"{data['model']} of model.arch, vocabulary {vocab_size}: {data['total']:,} parameters")

@@ -121,9 +121,28 @@ def validate_mapping(raw: dict[str, Any], shown: str, base_dir: Path) -> SweepSp
     except ValidationError as exc:
         problems = [_problem(shown, err) for err in exc.errors()] + problems
         raise SpecError(problems) from None
+    problems += _task_problems(spec, shown)
     if problems:
         raise SpecError(problems)
     return spec
+
+
+def _task_problems(spec: SweepSpec, shown: str) -> list[SpecProblem]:
+    """What the spec's task does not read (`sweeper.backends.Task.formats`,
+    `Task.tokenizer`)."""
+    task = backends.task(spec.task)
+    problems = []
+    if task.formats and spec.data.format not in task.formats:
+        problems.append(SpecProblem(shown, "data.format", (
+            f"task {task.name} reads data.format {', '.join(task.formats)} only "
+            f"(got {spec.data.format!r})"
+        )))  # fmt: skip
+    if not task.tokenizer and spec.model.tokenizer is not None:
+        problems.append(SpecProblem(shown, "model.tokenizer", (
+            f"task {task.name} does not train a tokenizer: give model.sentencepiece and "
+            "model.dictionary"
+        )))  # fmt: skip
+    return problems
 
 
 def _backend_problems(raw: dict[str, Any], shown: str) -> list[SpecProblem]:

@@ -174,13 +174,6 @@ class SweepSpec(Strict):
                 "`data.source: generated` trains its own tokenizer into model.sentencepiece "
                 "and model.dictionary: give those paths instead of model.tokenizer"
             )
-        if self.task == TASK_CAUSAL_LM and (
-            self.model.tokenizer is not None or self.data.format != "lines"
-        ):
-            raise ValueError(
-                "task causal_lm reads `data.format: lines` with model.sentencepiece and "
-                "model.dictionary (table formats and model.tokenizer are for classification)"
-            )
         return self
 
     @model_validator(mode="after")

@@ -44,6 +44,7 @@ import re
 from collections.abc import Iterator, Sequence
 from itertools import combinations
 
+from sweeper import backends
 from sweeper.summarize.records import Comparison, CountedTrial, GroupStats
 from sweeper.summarize.stats import (
     BOOTSTRAP_MIN_N,
@@ -66,10 +67,12 @@ AXES = ("init", "framework", "method")
 """The fixed axes, in report order; grid parameters follow, sorted by name."""
 ORDER = {
     "init": ("pretrained", "random"),
-    "framework": ("fairseq", "hf"),
+    "framework": (),
     "method": ("full", "lora"),
 }
-"""Which value is A in `A - B` on the fixed axes (the reference setup first)."""
+"""Which value is A in `A - B` on the fixed axes (the reference setup first); the
+frameworks' order is the backend table's (`sweeper.backends.frameworks`, built-ins
+first), read when comparing."""
 PAIRED_AXES = frozenset({"init", "framework", "method", "parameter"})
 _VARIANT_SPLIT = re.compile(r",(?=[A-Za-z_][\w]*\.[\w.]+=)")
 
@@ -136,7 +139,7 @@ def _first(axis: str, ca: dict[str, str], cb: dict[str, str]) -> bool:
     """Whether A's value comes first: the fixed order, else numeric, else text."""
     va, vb = ca.get(axis, ""), cb.get(axis, "")
     if axis in ORDER:
-        rank = ORDER[axis]
+        rank = ORDER[axis] or tuple(backends.frameworks())
         return (rank.index(va) if va in rank else len(rank), va) <= (
             rank.index(vb) if vb in rank else len(rank),
             vb,
