@@ -11,7 +11,9 @@ invariant 4):
 - how a trial's job is built (`job`: a function `(spec, trial, inputs, out_dir,
   threads, device) -> TrialJob`; the job carries its one data folder, `data`);
 - which prepared-data folder its trials read (`data`: a key of the task's
-  `SweepInputs.data`, written by the task's preparation);
+  `SweepInputs.data`, written by the task's preparation) and, for a task whose
+  preparation writes one folder per format (classification: `sweeper.data.prepare`),
+  the function that writes it (`write`);
 - the training methods it runs (`methods`; other grid combinations are skipped with
   `why_not`).
 
@@ -87,6 +89,11 @@ class Backend:
     """Training methods it runs (`full`, `lora`); other combinations are skipped."""
     why_not: str = ""
     """Said when a grid combination asks for a method it lacks."""
+    write: str = ""
+    """`"module:function"` writing its `data` folder from the encoded splits (see
+    `sweeper.data.binarize.Writer`); empty where the task's preparation writes its one
+    folder itself (causal_lm). Backends of one task that read one folder name one
+    writer."""
 
 
 CLASSIFICATION = Task(
@@ -106,9 +113,11 @@ CAUSAL_LM = Task(
 _BUILTIN = (
     Backend("fairseq", CLASSIFICATION, "sweeper.trainers.fairseq.fairseq_trainer:FairseqTrainer",
             "sweeper.trainers.classification:build_job", "fairseq", ("full",),
-            why_not="LoRA trials run on HF (PEFT) only"),
+            why_not="LoRA trials run on HF (PEFT) only",
+            write="sweeper.data.binarize:write_fairseq"),
     Backend("hf", CLASSIFICATION, "sweeper.trainers.hf.hf_trainer:HFTrainer",
-            "sweeper.trainers.classification:build_job", "hf", ("full", "lora")),
+            "sweeper.trainers.classification:build_job", "hf", ("full", "lora"),
+            write="sweeper.data.binarize:write_hf"),
     Backend("hf", CAUSAL_LM, "sweeper.trainers.hf.lm_trial:LMTrainer",
             "sweeper.trainers.hf.lm_trial:build_job", "lm", ("full", "lora")),
 )  # fmt: skip
@@ -117,13 +126,22 @@ _plugins_loaded = False
 
 
 def register(entry: Backend) -> None:
-    """Add (or replace) a backend; plugins call this. ValueError when its task has
-    another preparation or check than the backends already registered for it."""
+    """Add (or replace) a backend; plugins call this. ValueError when its task differs
+    from the one the task's other backends share, or when it names another writer for
+    a folder they write."""
+    named = f"backend ({entry.framework}, {entry.task.name})"
     for other in _TABLE.values():
-        if other.task.name == entry.task.name and other.task != entry.task:
+        if other.task.name != entry.task.name:
+            continue
+        if other.task != entry.task:
             raise ValueError(
-                f"backend ({entry.framework}, {entry.task.name}): task {entry.task.name!r} "
-                f"is registered as {other.task}; every backend of a task shares its Task"
+                f"{named}: task {entry.task.name!r} is registered as {other.task}; every "
+                "backend of a task shares its Task"
+            )
+        if other.data == entry.data and other.write != entry.write:
+            raise ValueError(
+                f"{named}: folder {entry.data!r} is written by {other.write or 'the task'}; "
+                "backends that read one folder name one writer"
             )
     _TABLE[(entry.framework, entry.task.name)] = entry
 
@@ -156,6 +174,14 @@ def task(name: str) -> Task:
         if backend.task.name == name:
             return backend.task
     raise KeyError(f"unknown task {name!r}; registered: {', '.join(sorted(tasks()))}")
+
+
+def writers(task: str, plugins: bool = True) -> dict[str, str]:
+    """{prepared folder: its writer} of the backends of `task` that name one, in the
+    table's order (built-ins first); `plugins=False`: of the built-in backends only."""
+    _load_plugins()
+    entries = _TABLE.values() if plugins else _BUILTIN
+    return {b.data: b.write for b in entries if b.task.name == task and b.write}
 
 
 def missing(framework: str, task: str) -> str | None:

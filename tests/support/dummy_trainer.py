@@ -58,7 +58,8 @@ EXTRA_ENV = "SWEEPER_DUMMY_EXTRA"
 
 def register() -> None:
     """The `$SWEEPER_PLUGINS` hook: make `dummy` a classification backend (full and LoRA
-    methods) that reads the HF folder and starts from the task's initial weights."""
+    methods) that reads the HF folder (written by the hf backend's writer) and starts
+    from the task's initial weights."""
     from sweeper.backends import CLASSIFICATION, Backend, register
 
     register(
@@ -69,6 +70,7 @@ def register() -> None:
             "sweeper.trainers.classification:build_job",
             "hf",
             ("full", "lora"),
+            write="sweeper.data.binarize:write_hf",
         )
     )
 

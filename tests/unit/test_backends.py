@@ -56,6 +56,17 @@ def test_every_backend_of_a_task_shares_its_preparation() -> None:
     assert backends.get("dummy", "classification").task == backends.CLASSIFICATION
 
 
+def test_backends_that_read_one_folder_name_one_writer() -> None:
+    assert backends.writers("classification") == {
+        "fairseq": "sweeper.data.binarize:write_fairseq",
+        "hf": "sweeper.data.binarize:write_hf",
+    }
+    assert backends.writers("causal_lm") == {}  # its preparation writes its one folder
+    entry = dataclasses.replace(backends.get("dummy", "classification"), write="my:write")
+    with pytest.raises(ValueError, match="backends that read one folder name one writer"):
+        backends.register(entry)
+
+
 def test_a_framework_without_the_tasks_backend_is_reported_with_the_rest(tmp_path: Path) -> None:
     raw = minimal_spec()
     raw["task"] = "causal_lm"

@@ -1,10 +1,12 @@
-"""Writing encoded splits where each framework reads them.
+"""Writing encoded splits where each framework reads them: the classification
+backends' writers (`sweeper.backends.Backend.write`, each a `Writer`).
 
-fairseq: `sentence_prediction` layout (`input0/`, `label/`) and `masked_lm` layout
-(`pretrain/`), written with fairseq's own indexed-dataset builder (mmap, the
-`fairseq-preprocess` default) so fairseq reads them exactly as if it had made them.
-HF: one JSON object per line with the ids the model is fed, which are by construction
-the ones fairseq's `sentence_prediction` task feeds with `--init-token 0`.
+fairseq (`write_fairseq`): `sentence_prediction` layout (`input0/`, `label/`) and
+`masked_lm` layout (`pretrain/`), written with fairseq's own indexed-dataset builder
+(mmap, the `fairseq-preprocess` default) so fairseq reads them exactly as if it had made
+them. HF (`write_hf`): one JSON object per line with the ids the model is fed, which
+are by construction the ones fairseq's `sentence_prediction` task feeds with
+`--init-token 0`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 from sweeper.data.encode import EncodedSplit
 from sweeper.data.vocab import EOS, FAIRSEQ_SPECIALS, write_dict
@@ -23,6 +26,51 @@ INPUT2_DIR = "input1"
 LABEL_DIR = "label"
 PRETRAIN_DIR = "pretrain"
 DICT_FILE = "dict.txt"
+
+
+class Writer(Protocol):
+    """Writes one prepared folder, `out`, of a classification sweep: the encoded
+    labeled splits, the unlabeled corpus' (train, valid) when the spec pretrains,
+    the fairseq dict.txt the ids were numbered by, the labels in class order and the
+    dictionary's size."""
+
+    def __call__(
+        self,
+        out: Path,
+        splits: Sequence[EncodedSplit],
+        pretrain: tuple[EncodedSplit, EncodedSplit] | None,
+        dict_path: Path,
+        labels: Sequence[str],
+        dict_size: int,
+    ) -> None: ...
+
+
+def write_fairseq(
+    out: Path,
+    splits: Sequence[EncodedSplit],
+    pretrain: tuple[EncodedSplit, EncodedSplit] | None,
+    dict_path: Path,
+    labels: Sequence[str],
+    dict_size: int,
+) -> None:
+    """The fairseq folder: `sentence_prediction` data, and `pretrain/` for masked_lm
+    (the pretraining stage runs in fairseq) when there is an unlabeled corpus."""
+    write_sentence_prediction(out, splits, dict_path, labels, dict_size)
+    if pretrain is not None:
+        write_masked_lm(out / PRETRAIN_DIR, *pretrain, dict_path, dict_size)
+
+
+def write_hf(
+    out: Path,
+    splits: Sequence[EncodedSplit],
+    pretrain: tuple[EncodedSplit, EncodedSplit] | None,
+    dict_path: Path,
+    labels: Sequence[str],
+    dict_size: int,
+) -> None:
+    """The HF folder: `{split}.jsonl` of the labeled splits."""
+    for split in splits:
+        write_hf_jsonl(out / f"{split.name}.jsonl", split)
 
 
 def write_indexed(prefix: Path, items: Sequence[Sequence[int]], vocab_size: int) -> None:

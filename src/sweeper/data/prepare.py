@@ -1,12 +1,14 @@
-"""`prepare(spec)`: raw splits -> one encoding -> fairseq and HF datasets, cached.
+"""`prepare(spec)`: raw splits -> one encoding -> each backend's dataset, cached.
 
 Preparation runs once per sweep, not per trial, and every trial of every framework
 reads its output, which is what makes "same inputs across frameworks" hold. The output
 folder is `output_dir/prepared/<hash>`, the hash covering every input byte that can
 change an id (split files or tables and how they are read, sentencepiece model and
 dict or the settings of the tokenizer trained from the data, labels, max_positions,
-the unlabeled corpus when one is read) plus the format version. Same inputs -> same folder
--> nothing to do; any change -> a new folder, never a stale one.
+the unlabeled corpus when one is read) plus the format version (and the set of folders
+written, when a plugin's backend adds one: `folder_name`). Same inputs -> same folder
+-> nothing to do; any change -> a new folder, never a stale one. Each folder is written
+by the writer its backend names (`sweeper.backends.Backend.write`).
 
 The folder is built under a temporary name and renamed at the end, so a failure (bad
 data is reported before anything is written) never leaves a half-prepared folder that
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sweeper import backends
 from sweeper.data.errors import DataError
 from sweeper.data.examples import SPLITS, unlabeled_path
 from sweeper.data.generate import STAMP_FILE, ensure_generated
@@ -113,6 +116,18 @@ def find_inputs(spec: SweepSpec) -> Inputs:
     return Inputs(splits, model.sentencepiece, model.dictionary, unlabeled, tables)
 
 
+def folder_name(spec: SweepSpec, inputs: Inputs) -> str:
+    """The prepared folder's name: `content_hash`, and the folders the task's backends
+    write (`sweeper.backends.writers`) when a plugin's backend adds to those of the
+    built-in ones (only then: a folder of the built-in backends keeps its name), so a
+    cached folder holds every folder its trials read."""
+    name = content_hash(spec, inputs)
+    folders = list(backends.writers(spec.task))
+    if folders == list(backends.writers(spec.task, plugins=False)):
+        return name
+    return hashlib.sha256(json.dumps([name, folders]).encode()).hexdigest()[:16]
+
+
 def content_hash(spec: SweepSpec, inputs: Inputs) -> str:
     """16 hex digits over every byte and setting that can change a prepared id. A
     trained tokenizer enters through its settings: its files are a function of them
@@ -175,7 +190,7 @@ def prepare(spec: SweepSpec, log: Log = print, force: bool = False) -> PreparedD
             (spec.data.dir / STAMP_FILE).unlink(missing_ok=True)
         ensure_generated(spec, log)
     inputs = find_inputs(spec)
-    root = spec.output_dir / PREPARED_DIR / content_hash(spec, inputs)
+    root = spec.output_dir / PREPARED_DIR / folder_name(spec, inputs)
     if force and root.exists():
         shutil.rmtree(root)
     if (root / MANIFEST_FILE).is_file():
@@ -207,12 +222,6 @@ def check_vocab_size(spec: SweepSpec, vocab_size: int, dict_path: Path) -> None:
 
 def build(spec: SweepSpec, inputs: Inputs, root: Path, log: Log) -> PreparedData:
     """Read and validate everything in memory, then write `root` atomically."""
-    from sweeper.data.binarize import (
-        PRETRAIN_DIR,
-        write_hf_jsonl,
-        write_masked_lm,
-        write_sentence_prediction,
-    )
     from sweeper.data.encode import Encoder
     from sweeper.data.examples import read_examples, read_unlabeled
     from sweeper.data.split_stats import split_stats
@@ -281,13 +290,10 @@ def build(spec: SweepSpec, inputs: Inputs, root: Path, log: Log) -> PreparedData
     tmp = root.with_name(f".{root.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     try:
-        fairseq_dir = tmp / "fairseq"
-        log(f"binarizing for fairseq -> {root / 'fairseq'}")
-        write_sentence_prediction(fairseq_dir, encoded, dictionary_path, labels, len(dictionary))
-        if pretrain is not None:
-            write_masked_lm(fairseq_dir / PRETRAIN_DIR, *pretrain, dictionary_path, len(dictionary))
-        for split in encoded:
-            write_hf_jsonl(tmp / "hf" / f"{split.name}.jsonl", split)
+        for folder, writer in backends.writers(spec.task).items():
+            log(f"writing {folder} -> {root / folder}")
+            write = backends.load(writer)
+            write(tmp / folder, encoded, pretrain, dictionary_path, labels, len(dictionary))
         (tmp / STATS_FILE).write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
         (tmp / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         _publish(tmp, root)

@@ -3,10 +3,11 @@
 Both built-in classification backends (`sweeper.backends`: fairseq and hf) name these
 functions, so their trials read one encoding and start from one weights file
 (docs/architecture.md, invariant 2): `prepare_inputs` prepares the data once per sweep
-(`sweeper.data.prepare`: a fairseq folder and an HF folder of the same ids, the
-`SweepInputs.data` keys `fairseq` and `hf`) and the pretrained checkpoint (trained by
-the fairseq pretraining stage, or `model.checkpoint`); `build_job` writes a trial's
-initial weights (`sweeper.models.init`) and gives the job the folder its backend reads.
+(`sweeper.data.prepare`: a folder of the same ids per backend format, each written by
+its `Backend.write`: the built-ins' `fairseq` and `hf`) and the pretrained checkpoint
+(trained by the fairseq pretraining stage, or `model.checkpoint`); `build_job` writes a
+trial's initial weights (`sweeper.models.init`) and gives the job the folder its
+backend reads.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sweeper import backends
 from sweeper.backends import Backend
 from sweeper.record_names import METRIC_VALID_ACC
 from sweeper.spec.schema import SweepSpec
@@ -43,7 +45,7 @@ def prepare_inputs(
 
             pretrained = pretrain(spec, prepared, log=log)
     return SweepInputs(
-        data={"fairseq": Path(prepared.fairseq_dir), "hf": Path(prepared.hf_dir)},
+        data={folder: Path(prepared.root) / folder for folder in backends.writers(spec.task)},
         root=Path(prepared.root),
         vocab_size=prepared.vocab_size,
         num_classes=prepared.num_classes,
