@@ -28,8 +28,9 @@ class GridConfig(Strict):
     """`pretrained`: start from `model.checkpoint` or the `model.pretrain` stage's output;
     `random`: from weights drawn under the trial's seed."""
     framework: list[str] = Field(default_factory=lambda: ["fairseq", "hf"], min_length=1)
-    """Registered frameworks (`fairseq`, `hf`; plugins add more, see `sweeper.backends`).
-    A name nobody registered is reported by the spec loader with the registered ones."""
+    """Frameworks with a backend for the spec's `task` (`fairseq` and `hf` classify, `hf`
+    alone runs causal_lm; plugins add more, see `sweeper.backends`). A name nobody
+    registered, or one without the task's backend, is reported by the spec loader."""
     method: list[Method] = Field(default_factory=lambda: ["full"], min_length=1)
     """`full`: every weight trains; `lora`: only the `lora:` adapters (and a classifier's
     head) train, through PEFT, on `hf` only (other combinations are skipped with a note)."""
