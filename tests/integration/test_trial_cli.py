@@ -64,8 +64,10 @@ def test_one_short_trial_per_framework_from_the_same_inputs(tmp_path: Path):
 
     fs_job = json.loads((fairseq_out / "trial.json").read_text())
     hf_job = json.loads((hf_out / "trial.json").read_text())
-    for field in ("init_checkpoint", "data", "train", "arch", "seed"):
+    for field in ("init_checkpoint", "train", "arch", "seed"):
         assert fs_job[field] == hf_job[field], field
+    folders = [Path(fs_job["data"]), Path(hf_job["data"])]  # each backend's, one preparation
+    assert [f.name for f in folders] == ["fairseq", "hf"] and folders[0].parent == folders[1].parent
     assert "best valid accuracy" in second.stdout
 
 
