@@ -224,7 +224,7 @@ def time_phases(uri: str) -> dict[str, float]:
     """In-process phases of the path `open_source` picks for `uri` (one process each)."""
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    from sweeper.summarize import summarize
+    from sweeper.summarize import SummaryRequest, summarize
     from sweeper.summarize.report import digest
     from sweeper.summarize.select import HISTORY_KEYS, recorded_checkpoint, screen
     from sweeper.summarize.source import open_source
@@ -243,7 +243,7 @@ def time_phases(uri: str) -> dict[str, float]:
     source.histories(unread, HISTORY_KEYS)
     timings["histories of runs without best_* metrics"] = time.perf_counter() - start
     start = time.perf_counter()
-    summary = summarize(EXPERIMENT, uri)
+    summary = summarize(SummaryRequest(EXPERIMENT, uri))
     timings["summarize() total (read + select + stats)"] = time.perf_counter() - start
     start = time.perf_counter()
     digest(summary)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from sweeper.spec.load import validate_mapping
-from sweeper.summarize.core import _same_inputs
+from sweeper.summarize.sweep_runs import _same_inputs
 from sweeper.tracking.inputs import MISSING, changed, inputs_fingerprint
 from tests.support.specs import minimal_spec
 

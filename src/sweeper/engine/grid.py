@@ -101,7 +101,7 @@ def run_grid(
             raise _tracking_down(sweep, exc) from None
     close_sweep_run(client, parent, failed=bool(unfinished))
     if report:
-        summarise(sweep.spec, sweep.uri, sweep.client, figures=sweep.options.figures)
+        summarise(sweep)
     if unfinished:
         names = ", ".join(sorted(unfinished))
         print(
