@@ -31,7 +31,9 @@ docs/benchmarks.md has the figures):
              per run and metric, from a thread pool so network latency overlaps (the
              slowest; what remains for other stores).
 
-All paths return the same histories; tests compare them on the same store.
+All paths return the same histories; tests compare them on the same store. Every
+reader turns its runs into RunRecords through `records_of`, which upgrades a record
+written in an older format (`sweeper.tracking.record_format`) and refuses a newer one.
 
 Reachability (`check_store`) is `sweeper.tracking.server.check_server`, the check
 `sweeper run` makes too, with the summariser's own wording of its failures.
