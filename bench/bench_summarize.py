@@ -181,12 +181,12 @@ def summarize_command(uri: str, *extra: str) -> list[str]:
 
 FLOOR = """
 import sys
-from sweeper.summarize.mlflow_reader import record_of
+from sweeper.summarize.mlflow_reader import records_of
 from sweeper.summarize.select import HISTORY_KEYS
 from sweeper.summarize.sqlite_store import open_sqlite
 store = open_sqlite(sys.argv[1])
 experiment_id, _ = store.experiment(sys.argv[2])
-runs = [record_of(**raw) for raw in store.runs(experiment_id)]
+runs = records_of(store.runs(experiment_id))
 store.history_rows([r.run_id for r in runs if "best_step" not in r.latest], HISTORY_KEYS)
 """
 

@@ -212,11 +212,10 @@ def with_curves(summary: Summary, client: MlflowClient | None = None) -> Summary
 def _mixed_versions(counted: Sequence[RunRecord]) -> list[str]:
     """Counted trials that trained on different package versions (a resume after an
     upgrade, or nodes with different images): a difference between groups may then be
-    the stack's. Runs recorded before the tag existed are not compared."""
+    the stack's. Every counted trial reported its versions (`record_format` gives a
+    trial run that predates the tag `{}`: none to compare)."""
     seen: dict[str, Counter[str]] = {}
     for record in counted:
-        if record.versions is None:
-            continue
         for name, version in json.loads(record.versions).items():
             seen.setdefault(name, Counter())[version] += 1
     return [
