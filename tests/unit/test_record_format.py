@@ -46,7 +46,7 @@ def _set_version(db: Path, version: str) -> None:
 
 
 def test_a_record_of_6f53b41_summarizes_as_6f53b41_summarized_it(tmp_path: Path):
-    from sweeper.summarize import summarize
+    from sweeper.summarize import SummaryRequest, summarize
     from sweeper.summarize.tables import to_json
 
     db = _old_store(tmp_path)
@@ -56,7 +56,7 @@ def test_a_record_of_6f53b41_summarizes_as_6f53b41_summarized_it(tmp_path: Path)
             "SELECT count(*) FROM tags WHERE key = ?", (record_names.TAG_RECORD_VERSION,)
         ).fetchone()[0]
     assert tagged == 0  # written before the tag: version 1, upgraded when read
-    summary = json.loads(to_json(summarize(EXPERIMENT, uri)))
+    summary = json.loads(to_json(summarize(SummaryRequest(EXPERIMENT, uri))))
     expected = json.loads((FIXTURE / "summary.json").read_text(encoding="utf-8"))
     assert summary["tracking_uri"] == uri
     assert {**summary, "tracking_uri": "TRACKING_URI"} == expected
