@@ -44,6 +44,7 @@ class FlakyClient:
         self.points: dict[str, list[tuple[int, str, float]]] = {}
         self.tags: dict[str, dict[str, str]] = {}
         self.status: dict[str, str] = {}
+        self.ended: dict[str, int | None] = {}
         self.log: list[str] = []
 
     def _call(self, what: str) -> None:
@@ -61,9 +62,10 @@ class FlakyClient:
         self._call("update_run")
         self.status[run_id] = status
 
-    def set_terminated(self, run_id: str, status: str) -> None:
+    def set_terminated(self, run_id: str, status: str, end_time: int | None = None) -> None:
         self._call("set_terminated")
         self.status[run_id] = status
+        self.ended[run_id] = end_time
 
     def log_text(self, run_id: str, text: str, name: str) -> None:
         self._call("log_text")
@@ -461,12 +463,15 @@ def test_in_the_background_a_short_trials_writes_wait_their_linger_and_go_as_thr
     for first in (1, 6, 11):
         recorder.result("k", _report(first, first + 4))
     recorder.finished("k")
+    learned = time.time() * 1000
     assert not client.log  # held by the linger
+    time.sleep(0.05)
     outbox.drain()  # the end of the sweep sends at once
     assert client.log == ["log_batch", "set_terminated"]
     assert [s for s, _, _ in client.points["run"]] == list(range(1, 16))
     assert client.tags["run"][record_names.TAG_STATUS] == record_names.Status.FINISHED
     assert client.status["run"] == record_names.RunState.FINISHED
+    assert client.ended["run"] <= learned  # the end the driver learned, not the send
     assert outbox.requests == 2
 
 
