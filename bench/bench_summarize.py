@@ -181,12 +181,12 @@ def summarize_command(uri: str, *extra: str) -> list[str]:
 
 FLOOR = """
 import sys
-from sweeper.summarize.mlflow_reader import record_of
+from sweeper.summarize.mlflow_reader import records_of
 from sweeper.summarize.select import HISTORY_KEYS
 from sweeper.summarize.sqlite_store import open_sqlite
 store = open_sqlite(sys.argv[1])
 experiment_id, _ = store.experiment(sys.argv[2])
-runs = [record_of(**raw) for raw in store.runs(experiment_id)]
+runs = records_of(store.runs(experiment_id))
 store.history_rows([r.run_id for r in runs if "best_step" not in r.latest], HISTORY_KEYS)
 """
 
@@ -224,7 +224,7 @@ def time_phases(uri: str) -> dict[str, float]:
     """In-process phases of the path `open_source` picks for `uri` (one process each)."""
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    from sweeper.summarize import summarize
+    from sweeper.summarize import SummaryRequest, summarize
     from sweeper.summarize.report import digest
     from sweeper.summarize.select import HISTORY_KEYS, recorded_checkpoint, screen
     from sweeper.summarize.source import open_source
@@ -243,7 +243,7 @@ def time_phases(uri: str) -> dict[str, float]:
     source.histories(unread, HISTORY_KEYS)
     timings["histories of runs without best_* metrics"] = time.perf_counter() - start
     start = time.perf_counter()
-    summary = summarize(EXPERIMENT, uri)
+    summary = summarize(SummaryRequest(EXPERIMENT, uri))
     timings["summarize() total (read + select + stats)"] = time.perf_counter() - start
     start = time.perf_counter()
     digest(summary)

@@ -443,12 +443,13 @@ def tree_cpu(root: int) -> dict[int, float]:
     return {pid: seconds[pid] for pid in tree if pid in seconds}
 
 
-def code_of(rev: str, folder: Path) -> Path:
-    """`src/` of git revision `rev`, unpacked into `folder`."""
+def code_of(rev: str, folder: Path, *also: str) -> Path:
+    """`src/` of git revision `rev`, unpacked into `folder` (with the repository paths
+    `also`, e.g. `tests/support`, beside it: `folder` then goes on PYTHONPATH too)."""
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", rev, "src"], check=True, capture_output=True
+        ["git", "-C", str(ROOT), "archive", rev, "src", *also], check=True, capture_output=True
     ).stdout
     subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
     return folder / "src"

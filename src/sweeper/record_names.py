@@ -33,6 +33,9 @@ TAG_ROLE = "sweeper.role"  # "sweep" | "trial"
 ROLE_SWEEP = "sweep"
 ROLE_TRIAL = "trial"
 TAG_SWEEP = "sweeper.sweep"  # sweep name
+TAG_RECORD_VERSION = "sweeper.record_version"
+"""Sweep runs: the format version of the sweep's record, set when the run is created
+(`sweeper.tracking.record_format`; absent: version 1)."""
 
 # Tags on trial runs.
 TAG_TRIAL_KEY = "sweeper.trial_key"
@@ -52,6 +55,7 @@ TAG_SEARCH_PARAMS = "sweeper.search_params"  # search/confirm trials: JSON of th
 TAG_INPUTS = "sweeper.inputs"  # parent and trial runs: JSON {input: digest}, tracking/inputs.py
 TAG_REPORT_DIGEST = "sweeper.report_digest"  # sweep runs: digest of the summary last logged to it
 TAG_VERSIONS = "sweeper.versions"  # trial runs: JSON {package: version} on the node that trained
+PARAM_PRECISION = "train.precision"  # trial runs: the recipe's arithmetic (flatten_params' name)
 TAG_PREEMPTIONS = (
     "sweeper.preemptions"  # trial runs: how often the trial was preempted (and resumed)
 )

@@ -11,7 +11,6 @@ summary flags.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -23,6 +22,7 @@ import pytest
 from sweeper import record_names
 from tests.support.sweeps import (
     kill_group,
+    logged_summary,
     new_sweep,
     run_sweeper,
     runs_by_role,
@@ -54,17 +54,6 @@ def _sweep(tmp_path, tmp_path_factory, name: str, **changes):
         **changes,
     }
     return new_sweep(tmp_path, tmp_path_factory, name, **settings)
-
-
-def _logged_summary(out: Path, parent_run_id: str) -> dict:
-    from mlflow.artifacts import download_artifacts
-
-    path = download_artifacts(
-        run_id=parent_run_id,
-        artifact_path="report/summary.json",
-        tracking_uri=f"sqlite:///{out / 'mlflow.db'}",
-    )
-    return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
 def _study_trials(out: Path, sweep: str, group: str) -> list:
@@ -115,7 +104,7 @@ def test_search_then_confirm(tmp_path, tmp_path_factory):
             assert run.data.tags[record_names.TAG_SEARCH_PARAMS] == searched
             assert run.data.params["train.lr"] == best.data.params["train.lr"]
 
-    report = _logged_summary(out, parents[0].info.run_id)  # what `sweeper run` summarised
+    report = logged_summary(out, parents[0].info.run_id)  # what `sweeper run` summarised
     assert [g["group"] for g in report["groups"]] == ["dummy/pretrained/full", "dummy/random/full"]
     assert all(g["n"] == 2 for g in report["groups"])  # confirm runs only
     assert {t["run_id"] for t in report["trials"]} == {r.info.run_id for r in confirm}

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from sweeper import record_names
-from tests.support.sweeps import history, new_sweep, run_sweeper, runs_by_role
+from tests.support.sweeps import history, logged_summary, new_sweep, run_sweeper, runs_by_role
 
 pytestmark = pytest.mark.integration
 
@@ -133,6 +133,11 @@ def test_seeds_go_only_to_undecided_groups(tmp_path, tmp_path_factory):
     report = run_sweeper("summarize", spec, "--format", "json", "--no-log")
     summary = json.loads(report.stdout)
     assert summary["plan"] == plan  # the summary decides by the recorded plan
+    # The loop's closing report went through the same front door, with the same
+    # request: it is this summary, plus the driver's lines on why the loop stopped.
+    closing = logged_summary(out, parents[0].info.run_id)
+    driver = [n for n in closing["notes"] if n.startswith(("--until-decided", "trials run:"))]
+    assert len(driver) == 4 and closing == {**summary, "notes": summary["notes"] + driver}
     decisions = {c["kind"]: c for c in summary["comparisons"]}
     for kind in ("train.lr=0.001 - train.lr=0.1", "train.lr=0.002 - train.lr=0.1"):
         c = decisions[kind]
@@ -190,6 +195,7 @@ def test_a_fixed_seed_sweep_keeps_the_fixed_n_table(tmp_path, tmp_path_factory):
     assert record_names.TAG_SEQUENTIAL_PLAN not in parents[0].data.tags
     summary = json.loads(run_sweeper("summarize", spec, "--format", "json", "--no-log").stdout)
     assert summary["plan"] is None
+    assert logged_summary(out, parents[0].info.run_id) == summary  # the run printed the same
     (c,) = summary["comparisons"]
     assert c["rule"] == "Holm" and c["p_holm"] < 0.05 and c["decision"].endswith("] better")
     assert c["p_sign_flip"] == 0.25

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from sweeper import record_names
-from sweeper.summarize import SummarizeError, http_store, summarize
+from sweeper.summarize import SummarizeError, SummaryRequest, http_store, summarize
 from sweeper.summarize.http_store import BULK_POINTS, BULK_RUNS, HttpStore, plain_call
 from sweeper.summarize.mlflow_reader import load_histories
 from sweeper.summarize.select import HISTORY_KEYS
@@ -181,16 +181,21 @@ def test_records_and_summary_through_the_server_match_the_database(server, small
     assert _comparable(fast.runs(experiment_id)) == _comparable(direct.runs(experiment_id))
     parent = server[name]["parent"]
     assert fast.tags(parent) == direct.tags(parent)
-    reference = replace(summarize(name, server["database"]), tracking_uri=server["uri"])
+    reference = replace(
+        summarize(SummaryRequest(name, server["database"])), tracking_uri=server["uri"]
+    )
     if name == "big":  # every trial counted: the long histories' best steps are used
         assert len(reference.trials) == CUT_RUNS + 1 + SMALL_RUNS
-    assert summarize(name, server["uri"]) == reference
-    assert summarize(name, server["uri"], client=MlflowClient(server["uri"])) == reference
+    assert summarize(SummaryRequest(name, server["uri"])) == reference
+    assert (
+        summarize(SummaryRequest(name, server["uri"]), client=MlflowClient(server["uri"]))
+        == reference
+    )
 
 
 def test_an_unknown_experiment_through_the_server_names_the_known_ones(server):
     with pytest.raises(SummarizeError, match=r"no experiment named 'nope'.*'big'.*'edge'"):
-        summarize("nope", server["uri"])
+        summarize(SummaryRequest("nope", server["uri"]))
 
 
 def test_cli_json_through_the_server_without_importing_mlflow(server):

@@ -19,7 +19,7 @@ import scipy.stats
 
 from sweeper import record_names
 from sweeper.cli.main import main
-from sweeper.summarize import SummarizeError, summarize
+from sweeper.summarize import SummarizeError, SummaryRequest, summarize
 
 # The module's store takes a few seconds to create (MLflow's SQLite migrations).
 pytestmark = pytest.mark.integration
@@ -291,7 +291,7 @@ LAB_TABLE1 = [  # (init, seed, best valid, step, epoch, test)
 
 
 def test_lab_table1_reproduces_report_000(store):
-    summary = summarize("lab", store["uri"], client=store["client"])
+    summary = summarize(SummaryRequest("lab", store["uri"]), client=store["client"])
     got = [
         (t.init, t.seed, t.best_valid, t.best_step, t.best_epoch, t.test_value)
         for t in summary.trials
@@ -305,7 +305,7 @@ def test_lab_table1_reproduces_report_000(store):
 
 
 def test_lab_table2_is_the_correct_one_not_report_000s(store):
-    summary = summarize("lab", store["uri"], client=store["client"])
+    summary = summarize(SummaryRequest("lab", store["uri"]), client=store["client"])
     pre, rnd = summary.groups
     assert (pre.group, pre.n, rnd.group, rnd.n) == (
         "fairseq/pretrained/full",
@@ -328,7 +328,7 @@ def test_lab_table2_is_the_correct_one_not_report_000s(store):
 
 
 def test_lab_comparison_is_paired_on_seed(store):
-    summary = summarize("lab", store["uri"], client=store["client"])
+    summary = summarize(SummaryRequest("lab", store["uri"]), client=store["client"])
     (cmp,) = summary.comparisons  # one framework: no fairseq-vs-hf comparison
     assert (cmp.kind, cmp.within) == ("pretrained - random", "fairseq/full")
     assert cmp.diff == pytest.approx(13.0)
@@ -346,7 +346,7 @@ def test_lab_comparison_is_paired_on_seed(store):
 
 
 def test_paired_test_decides_where_welch_does_not(store):
-    summary = summarize("paired", store["uri"], client=store["client"])
+    summary = summarize(SummaryRequest("paired", store["uri"]), client=store["client"])
     (cmp,) = summary.comparisons
     assert (cmp.axis, cmp.kind, cmp.test, cmp.n_pairs) == (
         "framework",
@@ -361,7 +361,7 @@ def test_paired_test_decides_where_welch_does_not(store):
 
 
 def test_edge_selection_rules(store):
-    summary = summarize("edge", store["uri"], client=store["client"])
+    summary = summarize(SummaryRequest("edge", store["uri"]), client=store["client"])
     got = [(t.group, t.seed, t.best_valid, t.best_step, t.test_value) for t in summary.trials]
     assert got == [
         ("hf/pretrained/full", 1, 85.0, 20, 70.0),  # tie 85 at 20 and 30: earliest step
@@ -387,7 +387,7 @@ def test_edge_selection_rules(store):
 
 
 def test_edge_n1_group_and_comparison_are_undefined_not_nan(store):
-    summary = summarize("edge", store["uri"], client=store["client"])
+    summary = summarize(SummaryRequest("edge", store["uri"]), client=store["client"])
     pre, rnd = summary.groups
     assert (pre.n, pre.mean, pre.std) == (3, pytest.approx(75.0), pytest.approx(5.0))
     half = scipy.stats.t.ppf(0.975, 2) * 5.0 / math.sqrt(3)
@@ -412,10 +412,12 @@ def test_edge_n1_group_and_comparison_are_undefined_not_nan(store):
 def test_history_paths_agree(store, name):
     """Raw SQLite read, the SQL store's bulk API and per-run get_metric_history agree."""
     client = store["client"]
-    fast = summarize(name, store["uri"], client=client, history_path="sqlite")
-    assert fast == summarize(name, store["uri"], client=client, history_path="bulk")
-    assert fast == summarize(name, store["uri"], client=client, history_path="per_run")
-    assert fast == summarize(name, store["uri"], client=client)
+    fast = summarize(SummaryRequest(name, store["uri"]), client=client, history_path="sqlite")
+    assert fast == summarize(SummaryRequest(name, store["uri"]), client=client, history_path="bulk")
+    assert fast == summarize(
+        SummaryRequest(name, store["uri"]), client=client, history_path="per_run"
+    )
+    assert fast == summarize(SummaryRequest(name, store["uri"]), client=client)
 
 
 def test_bulk_path_opens_the_sql_store_without_private_client_attributes(store):
@@ -448,7 +450,7 @@ def test_sqlite_history_path_restores_nan_like_mlflow(store):
 
 
 def test_no_parent_run(store):
-    summary = summarize("noparent", store["uri"], client=store["client"])
+    summary = summarize(SummaryRequest("noparent", store["uri"]), client=store["client"])
     assert summary.parent_run_id is None
     assert "no parent run tagged sweeper.role=sweep" in summary.notes
     assert len(summary.trials) == 2
@@ -456,15 +458,17 @@ def test_no_parent_run(store):
 
 def test_several_sweeps_in_one_experiment_need_a_choice(store):
     with pytest.raises(SummarizeError, match=r"several sweeps \(a, b\).*--sweep"):
-        summarize("twosweeps", store["uri"], client=store["client"])
-    summary = summarize("twosweeps", store["uri"], client=store["client"], sweep="a")
+        summarize(SummaryRequest("twosweeps", store["uri"]), client=store["client"])
+    summary = summarize(
+        SummaryRequest("twosweeps", store["uri"], sweep="a"), client=store["client"]
+    )
     assert [t.test_value for t in summary.trials] == [40.0]
     assert "runs of other sweeps in this experiment ignored: b" in summary.notes
 
 
 def test_unknown_experiment_lists_the_known_ones(store):
     with pytest.raises(SummarizeError, match=r"no experiment named 'nope'.*'edge'.*'lab'"):
-        summarize("nope", store["uri"], client=store["client"])
+        summarize(SummaryRequest("nope", store["uri"]), client=store["client"])
 
 
 # --- the CLI -----------------------------------------------------------------------------
@@ -644,9 +648,8 @@ def test_ensure_experiment_creates_once_with_the_artifact_root(store, tmp_path):
         ensure_experiment(client, "ensured", None)
 
 
-def test_summarize_spec_reads_the_spec_store(store, tmp_path):
+def test_a_spec_request_reads_the_spec_store(store, tmp_path):
     from sweeper.spec.load import validate_mapping
-    from sweeper.summarize import summarize_spec
 
     raw = {
         "name": "lab",
@@ -660,7 +663,7 @@ def test_summarize_spec_reads_the_spec_store(store, tmp_path):
         },
     }
     spec = validate_mapping(raw, "lab.yaml", base_dir=tmp_path)
-    summary = summarize_spec(spec, client=store["client"])
+    summary = summarize(SummaryRequest.of_spec(spec), client=store["client"])
     assert (summary.experiment, summary.sweep, summary.tracking_uri) == ("lab", "lab", store["uri"])
     assert [t.test_value for t in summary.trials] == [79.9, 78.5, 80.1, 65.4, 66.7, 67.4]
 
@@ -672,7 +675,7 @@ def test_logging_the_report_marks_runs_without_best_checkpoint_metrics(store, tm
 
     client = store["client"]
     write_experiment(client, "unmarked", lab_trials())
-    summary = summarize("unmarked", store["uri"], client=client)
+    summary = summarize(SummaryRequest("unmarked", store["uri"]), client=client)
     assert len(summary.unmarked) == 6
     log_report(client, summary, write_report(summary, tmp_path / "report", figures=False))
     for trial in summary.trials:
@@ -680,7 +683,7 @@ def test_logging_the_report_marks_runs_without_best_checkpoint_metrics(store, tm
         assert metrics[record_names.METRIC_BEST_TEST_ACC] == trial.test_value
         assert metrics[record_names.METRIC_BEST_VALID_ACC] == trial.best_valid
         assert metrics[record_names.METRIC_BEST_STEP] == trial.best_step
-    again = summarize("unmarked", store["uri"], client=client)
+    again = summarize(SummaryRequest("unmarked", store["uri"]), client=client)
     assert again.unmarked == ()  # marked once, not on every summary
     parent = client.get_run(summary.parent_run_id).data.metrics
     group = summary.groups[0]
@@ -716,12 +719,14 @@ def test_sqlite_reader_gives_mlflows_records_and_summary(store, name):
     parent = store[name]["parent"]
     if parent:
         assert fast.tags(parent) == slow.tags(parent)
-    assert summarize(name, store["uri"]) == summarize(name, store["uri"], client=store["client"])
+    assert summarize(SummaryRequest(name, store["uri"])) == summarize(
+        SummaryRequest(name, store["uri"]), client=store["client"]
+    )
 
 
 def test_sqlite_reader_names_the_known_experiments(store):
     with pytest.raises(SummarizeError, match=r"no experiment named 'nope'.*'edge'.*'lab'"):
-        summarize("nope", store["uri"])
+        summarize(SummaryRequest("nope", store["uri"]))
 
 
 def test_an_unchanged_report_is_not_logged_again_and_mlflow_is_not_imported(store, tmp_path):
@@ -786,7 +791,7 @@ def test_a_report_logged_without_figures_is_logged_again_with_them(store, tmp_pa
 
     client = store["client"]
     made = write_experiment(client, "figless", lab_trials())
-    summary = summarize("figless", store["uri"], client=client)
+    summary = summarize(SummaryRequest("figless", store["uri"]), client=client)
     files = write_report(summary, tmp_path / "run", figures=False)
     assert not [f for f in files if f.suffix == ".png"]
     log_report(client, summary, files, figures=False)
@@ -815,16 +820,16 @@ def test_best_checkpoint_metrics_give_what_the_histories_give(store, tmp_path):
 
     client = store["client"]
     write_experiment(client, "marked", [*lab_trials(), *edge_trials()])
-    first = summarize("marked", store["uri"], client=client)
+    first = summarize(SummaryRequest("marked", store["uri"]), client=client)
     assert first.unmarked  # nothing carries best_* yet: every trial read its histories
     log_report(client, first, write_report(first, tmp_path / "report", figures=False))
-    truth = summarize("marked", store["uri"], recompute=True)
+    truth = summarize(SummaryRequest("marked", store["uri"], recompute=True))
     assert all(t.valid_curve for t in truth.trials)
     assert truth.trials == first.trials and truth.unmarked == ()
-    recorded = summarize("marked", store["uri"])
+    recorded = summarize(SummaryRequest("marked", store["uri"]))
     assert all(not t.valid_curve for t in recorded.trials)
     assert with_curves(recorded) == with_curves(recorded, client) == truth
-    assert summarize("marked", store["uri"], client=client) == recorded
+    assert summarize(SummaryRequest("marked", store["uri"]), client=client) == recorded
     files = write_report(with_curves(recorded), tmp_path / "again")
     assert "curves.png" in {p.name for p in files}
     assert (tmp_path / "again" / "summary.json").read_text() == (
@@ -833,18 +838,20 @@ def test_best_checkpoint_metrics_give_what_the_histories_give(store, tmp_path):
 
     one, later = truth.trials[0], int(time.time() * 1000) + 1000  # after the report's
     client.log_batch(one.run_id, metrics=[Metric("best_test_accuracy", 12.5, later, one.best_step)])
-    changed = summarize("marked", store["uri"])
+    changed = summarize(SummaryRequest("marked", store["uri"]))
     assert next(t for t in changed.trials if t.run_id == one.run_id).test_value == 12.5
-    assert summarize("marked", store["uri"], recompute=True) == truth
+    assert summarize(SummaryRequest("marked", store["uri"], recompute=True)) == truth
     # Another selection than the records were logged under reads the histories.
-    by_loss = summarize("marked", store["uri"], metric="loss")
-    assert by_loss == summarize("marked", store["uri"], metric="loss", recompute=True)
+    by_loss = summarize(SummaryRequest("marked", store["uri"], metric="loss"))
+    assert by_loss == summarize(
+        SummaryRequest("marked", store["uri"], metric="loss", recompute=True)
+    )
     assert by_loss.trials != truth.trials
 
     # A record that does not give the point whole (a value not finite) falls back.
     nan = Metric("best_test_accuracy", float("nan"), later + 1, one.best_step)
     client.log_batch(one.run_id, metrics=[nan])
-    fallback = summarize("marked", store["uri"])
+    fallback = summarize(SummaryRequest("marked", store["uri"]))
     got = next(t for t in fallback.trials if t.run_id == one.run_id)
     assert got == one  # its histories read: curve included
     assert with_curves(fallback).trials == truth.trials
@@ -856,12 +863,12 @@ def test_a_sqlite_file_that_fails_its_sql_read_is_read_through_mlflow(store, mon
     from sweeper.summarize.core import with_curves
     from sweeper.summarize.source import SqliteReadFailed, StoreSource
 
-    expected = with_curves(summarize("lab", store["uri"]))
+    expected = with_curves(summarize(SummaryRequest("lab", store["uri"])))
 
     def locked(*_: object) -> None:
         raise SqliteReadFailed("database is locked")
 
     monkeypatch.setattr(StoreSource, "_read", locked)
-    assert with_curves(summarize("lab", store["uri"])) == expected
+    assert with_curves(summarize(SummaryRequest("lab", store["uri"]))) == expected
     bare = replace(expected, trials=[replace(t, valid_curve=()) for t in expected.trials])
     assert with_curves(bare) == expected

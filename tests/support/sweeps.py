@@ -149,6 +149,18 @@ def roles_in(client: Any, experiment: str) -> tuple[list[Any], list[Any]]:
     return parents, trials
 
 
+def logged_summary(out: Path, parent_run_id: str) -> dict[str, Any]:
+    """The summary.json `sweeper run`'s closing report logged to the parent run."""
+    from mlflow.artifacts import download_artifacts
+
+    path = download_artifacts(
+        run_id=parent_run_id,
+        artifact_path="report/summary.json",
+        tracking_uri=f"sqlite:///{out / 'mlflow.db'}",
+    )
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
 def history(out: Path, run_id: str, key: str) -> list[tuple[int, float]]:
     return sorted((m.step, m.value) for m in client_for(out).get_metric_history(run_id, key))
 

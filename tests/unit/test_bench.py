@@ -294,6 +294,8 @@ def test_code_of_unpacks_a_revisions_src(tmp_path: Path):
     src = common.code_of("HEAD", tmp_path / "code")
     assert (src / "sweeper" / "__init__.py").is_file()
     assert not (tmp_path / "code" / "tests").exists()
+    src = common.code_of("HEAD", tmp_path / "with-support", "tests/support")
+    assert (src.parent / "tests" / "support" / "dummy_trainer.py").is_file()
 
 
 def _solo(wall: float, rate: float, ok: bool = True) -> dict:

@@ -97,6 +97,24 @@ def test_an_unreachable_server_is_bad_input(tmp_path, template_store):
     assert "cannot reach the MLflow tracking server at http://127.0.0.1:9" in str(refused.value)
 
 
+def test_without_a_tracking_uri_the_store_is_found_by_the_one_precedence(
+    tmp_path, template_store, monkeypatch
+):
+    """`api.run_sweep` without `RunOptions.tracking_uri` opens the store `sweeper run`
+    and `sweeper summarize` would (`sweeper.deploy.resolve`): here $MLFLOW_TRACKING_URI's."""
+    from sweeper.engine.open_store import open_and_plan, sweep_lease
+
+    spec = _spec(tmp_path, template_store)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")
+    for opening in (
+        lambda: open_and_plan(_options(), spec, []),
+        lambda: sweep_lease(_options(), spec).__enter__(),
+    ):
+        with pytest.raises(SweepError) as refused:
+            opening()
+        assert "tracking server at http://127.0.0.1:9" in refused.value.message
+
+
 class FakeTuner:
     """Plays what Tune would do with each key: start, one report, then the fate the test
     chose ("finish", "fail", or "stop": the sweep is interrupted before it ends)."""

@@ -6,8 +6,8 @@ import pytest
 
 from sweeper.cli.main import main
 from sweeper.spec.load import load_spec
-from sweeper.summarize.core import prices_of
 from sweeper.summarize.costs import Prices
+from sweeper.summarize.request import prices_of
 from tests.support.specs import minimal_spec
 
 

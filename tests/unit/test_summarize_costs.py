@@ -192,7 +192,7 @@ def test_a_summary_without_the_spec_reads_the_prices_the_sweep_run_recorded(tmp_
     from mlflow import MlflowClient
 
     from sweeper.spec.load import validate_mapping
-    from sweeper.summarize import summarize
+    from sweeper.summarize import SummaryRequest, summarize
     from sweeper.tracking.sweep_run import open_sweep_run, record_sweep
     from tests.support.specs import minimal_spec
 
@@ -209,8 +209,10 @@ def test_a_summary_without_the_spec_reads_the_prices_the_sweep_run_recorded(tmp_
     trial = client.create_run(experiment, tags=tags).info.run_id
     client.log_metric(trial, rn.METRIC_COST_ATTEMPTS, 1.0, step=1)
     client.log_metric(trial, rn.METRIC_COST_GPU, 7200.0, step=1)
-    summary = summarize(spec.name, f"sqlite:///{tmp_path / 'mlflow.db'}")  # no spec
+    summary = summarize(SummaryRequest(spec.name, f"sqlite:///{tmp_path / 'mlflow.db'}"))  # no spec
     assert summary.cost is not None and summary.cost.prices == Prices(0.0, 2.5, "EUR")
     assert summary.cost.money(summary.cost.total) == pytest.approx(5.0)
-    unpriced = summarize(spec.name, f"sqlite:///{tmp_path / 'mlflow.db'}", prices=None)
+    unpriced = summarize(
+        SummaryRequest(spec.name, f"sqlite:///{tmp_path / 'mlflow.db'}", prices=None)
+    )
     assert unpriced.cost is not None and unpriced.cost.prices is None

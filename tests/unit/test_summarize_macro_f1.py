@@ -14,6 +14,7 @@ from sweeper.cli.main import main
 from sweeper.selection import ACCURACY, Selection
 from sweeper.summarize.core import _summarize
 from sweeper.summarize.records import Point, RunRecord
+from sweeper.summarize.request import SummaryRequest
 from sweeper.summarize.tables import build_tables
 from tests.unit.test_summarize_select import BASE
 
@@ -80,7 +81,7 @@ class FakeSource:
 
 
 def _summary(metric: str | None):
-    return _summarize(FakeSource(), "demo", None, "auto", 0.05, False, None, None, None, metric)
+    return _summarize(FakeSource(), SummaryRequest("demo", "fake://store", metric=metric))
 
 
 def test_the_metric_re_aims_the_selection():

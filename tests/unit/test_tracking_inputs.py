@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from sweeper.spec.load import validate_mapping
-from sweeper.summarize.core import _same_inputs
+from sweeper.summarize.sweep_runs import _same_inputs
 from sweeper.tracking.inputs import MISSING, changed, inputs_fingerprint
 from tests.support.specs import minimal_spec
 
@@ -68,8 +68,8 @@ def test_summary_notes_counted_trials_that_ran_on_other_package_versions():
     from sweeper.summarize.core import _mixed_versions
 
     runs = [_run("hf/random/full", seed, "grid") for seed in (1, 2, 3, 4)]
-    stacks = [None, '{"peft":"1","torch":"2.12.0"}', '{"peft":"1","torch":"2.13.0"}',
-              '{"peft":"1","torch":"2.13.0"}']  # fmt: skip
+    stacks = ["{}", '{"peft":"1","torch":"2.12.0"}', '{"peft":"1","torch":"2.13.0"}',
+              '{"peft":"1","torch":"2.13.0"}']  # fmt: skip  # "{}": a version-1 run, upgraded
     runs = [type(r)(**{**r.__dict__, "versions": v}) for r, v in zip(runs, stacks, strict=True)]
     assert _mixed_versions(runs) == [
         "counted trials ran with different torch versions: 2.12.0 (1 run(s)), 2.13.0 (2 run(s))"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -43,6 +44,7 @@ class FlakyClient:
         self.points: dict[str, list[tuple[int, str, float]]] = {}
         self.tags: dict[str, dict[str, str]] = {}
         self.status: dict[str, str] = {}
+        self.ended: dict[str, int | None] = {}
         self.log: list[str] = []
 
     def _call(self, what: str) -> None:
@@ -60,9 +62,10 @@ class FlakyClient:
         self._call("update_run")
         self.status[run_id] = status
 
-    def set_terminated(self, run_id: str, status: str) -> None:
+    def set_terminated(self, run_id: str, status: str, end_time: int | None = None) -> None:
         self._call("set_terminated")
         self.status[run_id] = status
+        self.ended[run_id] = end_time
 
     def log_text(self, run_id: str, text: str, name: str) -> None:
         self._call("log_text")
@@ -312,7 +315,6 @@ def test_in_the_background_a_permanent_rejection_is_raised_by_check_and_drain():
 
 def test_in_the_background_a_slow_write_of_one_run_does_not_hold_up_another_run():
     import threading
-    import time
 
     from sweeper.tracking.outbox import LANES
 
@@ -448,3 +450,44 @@ def test_mlflows_client_meeting_a_server_whose_database_is_away_buffers(status: 
     assert len(lines) == 1 and "; 1 points buffered (1 writes), limit 60s; " in lines[0]
     said = {503: "answers HTTP 503 Service Unavailable", 500: "answers HTTP 500"}[status]
     assert f"; {url} {said}" in lines[0], lines[0]
+
+
+def test_in_the_background_a_short_trials_writes_wait_their_linger_and_go_as_three_requests():
+    """RUNNING, its tags, three reports and FINISHED queued within the linger: the
+    RUNNING status is overridden (not sent), tags and reports go as one batch, then the
+    end; the record is what six requests would have made."""
+    client = FlakyClient(down=0)
+    outbox = Outbox(60.0, background=True, linger_s=30.0)  # longer than the test: held
+    recorder = Recorder(client, {"k": "run"}, MetricLog(), outbox)  # type: ignore[arg-type]
+    recorder.started("k", "ray_0")
+    for first in (1, 6, 11):
+        recorder.result("k", _report(first, first + 4))
+    recorder.finished("k")
+    learned = time.time() * 1000
+    assert not client.log  # held by the linger
+    time.sleep(0.05)
+    outbox.drain()  # the end of the sweep sends at once
+    assert client.log == ["log_batch", "set_terminated"]
+    assert [s for s, _, _ in client.points["run"]] == list(range(1, 16))
+    assert client.tags["run"][record_names.TAG_STATUS] == record_names.Status.FINISHED
+    assert client.status["run"] == record_names.RunState.FINISHED
+    assert client.ended["run"] <= learned  # the end the driver learned, not the send
+    assert outbox.requests == 2
+
+
+def test_in_the_background_a_write_is_sent_once_its_linger_has_passed_without_a_drain():
+    client = FlakyClient(down=0)
+    outbox = Outbox(60.0, background=True, linger_s=0.05)
+    _batch(outbox, client, "a", range(1, 3))
+    deadline = time.monotonic() + 30
+    while not client.log and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert client.log == ["log_batch"] and not outbox.pending
+
+
+def test_a_sweeps_outbox_lingers_in_the_background_with_its_stores_lanes():
+    from sweeper.tracking.outbox import LINGER_S, sweep_outbox
+
+    outbox = sweep_outbox("http://127.0.0.1:5000")
+    assert outbox.background and outbox.linger_s == LINGER_S > 0
+    assert Outbox(60.0).linger_s == 0.0  # in the foreground every write is due at once

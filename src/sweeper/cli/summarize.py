@@ -82,7 +82,6 @@ unknown experiment, unreachable store).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -94,10 +93,10 @@ from sweeper.logs import place_log, quiet_root_logger
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from sweeper.selection import Selection
+    from sweeper.spec.schema import SweepSpec
     from sweeper.summarize import Summary
-    from sweeper.summarize.costs import Prices
     from sweeper.summarize.evaluate import Evaluation
+    from sweeper.summarize.request import SummaryRequest
 
 FORMATS = ("terminal", "markdown", "csv", "json", "latex")
 
@@ -195,22 +194,8 @@ def run(args: argparse.Namespace) -> int:
 
     if not 0.0 < args.alpha < 1.0:
         fail(f"--alpha must lie between 0 and 1, got {args.alpha}")
-    experiment, uri, sweep, inputs, selection, margin = _resolve(args)
-    metric = _metric(args)
     try:
-        summary = summarize(
-            experiment,
-            uri,
-            sweep=sweep,
-            alpha=args.alpha,
-            aso=args.aso,
-            inputs=inputs,
-            selection=selection,
-            margin=margin,
-            metric=metric,
-            prices=_prices(args),
-            recompute=args.recompute,
-        )
+        summary = summarize(request_of(args))
     except SummarizeError as exc:
         fail(str(exc))
 
@@ -264,80 +249,72 @@ def _evaluate(summary: Summary, fmt: str) -> list[Evaluation]:
     return evaluations
 
 
-def _metric(args: argparse.Namespace) -> str | None:
+def request_of(args: argparse.Namespace) -> SummaryRequest:
+    """The summary the command line asks for: the spec's (`SummaryRequest.of_spec`,
+    the flags overriding it), or without a spec the experiment named, in the store
+    `--tracking-uri`, $MLFLOW_TRACKING_URI or a running cluster names; exit 2 if
+    neither is given. Without a spec nothing is compared, and the selection is the
+    one the sweep run records."""
+    from sweeper.summarize.request import SummaryRequest
+
+    if args.spec is None:
+        if args.overrides:
+            fail("FIELD=VALUE overrides need a SPEC")
+        if not args.experiment:
+            fail("give a SPEC, or --experiment NAME (with --tracking-uri URI)")
+        from sweeper.deploy.resolve import tracking_uri_without_spec
+        from sweeper.tracking.store import sqlite_path
+
+        uri = tracking_uri_without_spec(args.tracking_uri)
+        if not uri:
+            fail(
+                "no tracking store: pass --tracking-uri URI, set MLFLOW_TRACKING_URI, or "
+                "start a cluster with `sweeper cluster up`"
+            )
+        db = sqlite_path(uri)
+        if db is not None:  # the third-party log lies beside the store
+            place_log(db.parent)
+        return SummaryRequest(
+            experiment=args.experiment,
+            tracking_uri=uri,
+            sweep=args.sweep,
+            metric=_metric(args, None),
+            margin=args.margin,
+            alpha=args.alpha,
+            aso=args.aso,
+            recompute=args.recompute,
+        )
+    spec = load_or_exit(args.spec, args.overrides)
+    return SummaryRequest.of_spec(
+        spec,
+        tracking_uri=args.tracking_uri,
+        experiment=args.experiment,
+        sweep=args.sweep,
+        margin=args.margin,
+        metric=_metric(args, spec),
+        alpha=args.alpha,
+        aso=args.aso,
+        recompute=args.recompute,
+    )
+
+
+def _metric(args: argparse.Namespace, spec: SweepSpec | None) -> str | None:
     """`--metric` as a measurement name (`macro_f1`; `valid_`/`test_` dropped); exit 2
-    for one no trainer of the task measures (`record_names.TASK_METRICS`)."""
+    for one no trainer of the spec's task measures (`record_names.TASK_METRICS`; any
+    task's without a spec)."""
     if args.metric is None:
         return None
     from sweeper import record_names
     from sweeper.selection import base_name
 
     name = base_name(args.metric)
-    if args.spec is not None:
-        known = record_names.TASK_METRICS[load_or_exit(args.spec, args.overrides).task]
+    if spec is not None:
+        known = record_names.TASK_METRICS[spec.task]
     else:
         known = tuple(dict.fromkeys(m for ms in record_names.TASK_METRICS.values() for m in ms))
     if name not in known:
         fail(f"--metric {args.metric}: no trainer measures it; one of {', '.join(known)}")
     return name
-
-
-def _prices(args: argparse.Namespace) -> Prices | str:
-    """The spec's `cost:` block where it has one (prices may be set after the sweep
-    ran), else the prices the sweep run recorded."""
-    from sweeper.summarize.core import RECORDED, prices_of
-
-    if args.spec is None:
-        return RECORDED
-    prices = prices_of(load_or_exit(args.spec, args.overrides))
-    return prices if prices is not None else RECORDED
-
-
-def _resolve(
-    args: argparse.Namespace,
-) -> tuple[str, str, str | None, dict[str, str] | None, Selection | None, float | None]:
-    """(experiment, tracking URI, sweep, the spec's input fingerprint, `select:` and
-    equivalence margin) from the spec and/or the flags; exit 2 if unknown. Without a
-    spec nothing is compared, and the selection is the one the sweep run records."""
-    if args.spec is None:
-        if args.overrides:
-            fail("FIELD=VALUE overrides need a SPEC")
-        if not args.experiment:
-            fail("give a SPEC, or --experiment NAME (with --tracking-uri URI)")
-        uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or _cluster_uri()
-        if not uri:
-            fail(
-                "no tracking store: pass --tracking-uri URI, set MLFLOW_TRACKING_URI, or "
-                "start a cluster with `sweeper cluster up`"
-            )
-        from sweeper.tracking.store import sqlite_path
-
-        db = sqlite_path(uri)
-        if db is not None:  # the third-party log lies beside the store
-            place_log(db.parent)
-        return args.experiment, uri, args.sweep, None, None, args.margin
-    from sweeper.deploy.resolve import tracking_uri
-    from sweeper.selection import Selection
-    from sweeper.tracking import experiment_name
-    from sweeper.tracking.inputs import inputs_fingerprint
-
-    spec = load_or_exit(args.spec, args.overrides)
-    return (
-        args.experiment or experiment_name(spec),
-        tracking_uri(spec, args.tracking_uri),
-        args.sweep or spec.name,
-        inputs_fingerprint(spec),
-        Selection.of(spec.select),
-        args.margin if args.margin is not None else spec.compare.margin,
-    )
-
-
-def _cluster_uri() -> str | None:
-    """The tracking server of a running `sweeper cluster up`, if any."""
-    from sweeper.deploy.state import running_cluster
-
-    cluster = running_cluster()
-    return cluster.tracking_uri if cluster is not None else None
 
 
 def _write_and_log(

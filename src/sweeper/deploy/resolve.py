@@ -1,7 +1,9 @@
 """Where a sweep's record and outputs go: the tracking-URI precedence, and Ray job copies.
 
-**Tracking URI.** Every command that opens a sweep's store (`run`, `summarize`, `ui`,
-and `submit` for what it passes on) resolves it here, in this order:
+**Tracking URI.** Everything that opens a sweep's store (`run` and `sweeper.api.run_sweep`,
+every summary: `summarize`, `run`'s closing report and its `--until-decided` looks
+through `sweeper.summarize.request`, `ui`, and `submit` for what it passes on)
+resolves it here, in this order:
 
 1. `--tracking-uri`;
 2. the spec's `tracking.uri`;
@@ -10,7 +12,8 @@ and `submit` for what it passes on) resolves it here, in this order:
    if it is running (state file, live process groups, `/health` answers);
 5. the local default: a SQLite file in `output_dir` (`tracking.store.spec_store_uri`).
 
-So a sweep run from the checkout, a Ray job on that cluster (its head exports
+Given no spec (`summarize --experiment NAME`), steps 1, 3 and 4 apply and there is
+no default. So a sweep run from the checkout, a Ray job on that cluster (its head exports
 `MLFLOW_TRACKING_URI`), and `summarize`/`ui` afterwards all meet in one store.
 
 **Ray job copies.** `ray job submit --working-dir .` runs the entrypoint in a temporary
@@ -57,22 +60,37 @@ def resolve_tracking_uri(
 ) -> ResolvedUri:
     """The sweep's tracking URI by the precedence in the module docstring. `cluster`
     skips the state-file lookup when the caller already has it."""
+    named = _named(explicit, spec.tracking.uri, cluster)
+    return named or ResolvedUri(spec_store_uri(spec), "default")
+
+
+def tracking_uri(spec: SweepSpec, explicit: str | None = None) -> str:
+    """`resolve_tracking_uri(...).uri`: the one precedence, for callers that need only it."""
+    return resolve_tracking_uri(spec, explicit).uri
+
+
+def tracking_uri_without_spec(explicit: str | None = None) -> str | None:
+    """The same precedence for a command given no spec (`summarize --experiment`):
+    steps 1, 3 and 4, so no spec field and no default; None when none names a store."""
+    named = _named(explicit, None, None)
+    return named.uri if named is not None else None
+
+
+def _named(
+    explicit: str | None, spec_uri: str | None, cluster: ClusterState | None
+) -> ResolvedUri | None:
+    """Steps 1 to 4 of the precedence: the first that names a store, else None."""
     if explicit:
         return ResolvedUri(explicit, "--tracking-uri")
-    if spec.tracking.uri:
-        return ResolvedUri(spec.tracking.uri, "spec")
+    if spec_uri:
+        return ResolvedUri(spec_uri, "spec")
     env = os.environ.get("MLFLOW_TRACKING_URI")
     if env:
         return ResolvedUri(env, "$MLFLOW_TRACKING_URI")
     cluster = cluster or running_cluster()
     if cluster is not None:
         return ResolvedUri(cluster.tracking_uri, "cluster")
-    return ResolvedUri(spec_store_uri(spec), "default")
-
-
-def tracking_uri(spec: SweepSpec, explicit: str | None = None) -> str:
-    """`resolve_tracking_uri(...).uri`: the one precedence, for callers that need only it."""
-    return resolve_tracking_uri(spec, explicit).uri
+    return None
 
 
 def job_copy_root(path: Path | str) -> Path | None:

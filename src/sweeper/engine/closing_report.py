@@ -1,7 +1,10 @@
 """The summary a finished `sweeper run` prints and logs to the sweep's parent run.
 
-The tables are the summariser's own (`sweeper summarize` prints the same), read back
-from the store, so what the run prints is what the record holds.
+The tables are the summariser's own, read back from the store through the one front
+door (`sweeper.summarize.summarize`) with the request `sweeper summarize SPEC` builds
+for the same spec and store (`SummaryRequest.of_spec`), so what the run prints is what
+the record holds and what `sweeper summarize` prints afterwards. The `--until-decided`
+loop looks at the same request between its batches.
 """
 
 from __future__ import annotations
@@ -12,18 +15,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from mlflow import MlflowClient
+    from sweeper.engine.sweep import Sweep
+    from sweeper.summarize.request import SummaryRequest
 
-    from sweeper.spec.schema import SweepSpec
+
+def summary_request(sweep: Sweep) -> SummaryRequest:
+    """What the run summarises: the sweep's spec in the store the run opened."""
+    from sweeper.summarize.request import SummaryRequest
+
+    return SummaryRequest.of_spec(sweep.spec, tracking_uri=sweep.uri)
 
 
-def summarise(
-    spec: SweepSpec,
-    uri: str,
-    client: MlflowClient,
-    notes: Sequence[str] = (),
-    figures: bool = False,
-) -> None:
+def summarise(sweep: Sweep, notes: Sequence[str] = ()) -> None:
     """Print the summariser's tables and log its report to the parent run; `notes` are
     the driver's own lines for the report (why `--until-decided` stopped).
 
@@ -32,19 +35,13 @@ def summarise(
     which draws and logs them (the report logged here is marked as figure-less)."""
     import tempfile
 
-    from sweeper.selection import Selection
     from sweeper.summarize import SummarizeError, log_report, summarize, write_report
-    from sweeper.summarize.core import prices_of, with_curves
+    from sweeper.summarize.core import with_curves
     from sweeper.summarize.terminal import print_terminal
-    from sweeper.tracking import experiment_name
-    from sweeper.tracking.inputs import inputs_fingerprint
 
+    client, figures = sweep.client, sweep.options.figures
     try:
-        summary = summarize(
-            experiment_name(spec), uri, sweep=spec.name, client=client,
-            inputs=inputs_fingerprint(spec), selection=Selection.of(spec.select),
-            margin=spec.compare.margin, prices=prices_of(spec),
-        )  # fmt: skip
+        summary = summarize(summary_request(sweep), client)
     except SummarizeError as exc:
         print(f"warning: no summary: {exc}", file=sys.stderr)
         return

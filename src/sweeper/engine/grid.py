@@ -59,7 +59,7 @@ def run_grid(
     from sweeper.tracking.cost_ledger import CostLedger, recorded_totals
     from sweeper.tracking.inputs import inputs_fingerprint
     from sweeper.tracking.lineage import log_lineage, log_vocabulary, sweep_lineage
-    from sweeper.tracking.outbox import Outbox, TrackingDown, lanes_for
+    from sweeper.tracking.outbox import TrackingDown, sweep_outbox
     from sweeper.tracking.recorder import MetricLog, Recorder, last_steps
     from sweeper.tracking.runs import create_trial_run, run_infos
     from sweeper.tracking.sweep_run import close_sweep_run, open_sweep_run, record_sweep
@@ -93,7 +93,7 @@ def run_grid(
     refs = {key: RunRef(run_id, infos[run_id].artifact_uri) for key, run_id in run_ids.items()}
     unfinished: list[str] = []
     if refs:
-        outbox = Outbox(log=_warn, background=True, lanes=lanes_for(sweep.uri))
+        outbox = sweep_outbox(sweep.uri, log=_warn)
         recorder = Recorder(client, run_ids, metrics, outbox, ledger, infos)
         try:
             unfinished = _run_on_ray(sweep, inputs, staged, refs, recorder, parent, pretrain_later)
@@ -101,7 +101,7 @@ def run_grid(
             raise _tracking_down(sweep, exc) from None
     close_sweep_run(client, parent, failed=bool(unfinished))
     if report:
-        summarise(sweep.spec, sweep.uri, sweep.client, figures=sweep.options.figures)
+        summarise(sweep)
     if unfinished:
         names = ", ".join(sorted(unfinished))
         print(

@@ -45,13 +45,14 @@ def open_and_plan(options: RunOptions, spec: SweepSpec, keys: Sequence[str]) -> 
     (exit 2) before anything is created when the store or the resume rule says no."""
     from mlflow.exceptions import MlflowException
 
-    from sweeper.tracking import experiment_name, spec_store_uri
+    from sweeper.deploy.resolve import tracking_uri
+    from sweeper.tracking import experiment_name
     from sweeper.tracking.drivers import DriverMissing
     from sweeper.tracking.inputs import check_resume
     from sweeper.tracking.runs import ExistingRunsError, find_trial_runs, plan_runs
     from sweeper.tracking.server import TrackingUnreachable, check_server, open_store
 
-    uri = options.tracking_uri or spec_store_uri(spec)
+    uri = tracking_uri(spec, options.tracking_uri)
     where = f"sweep {spec.name!r} (experiment {experiment_name(spec)!r} at {uri})"
     try:
         check_server(uri)
@@ -70,19 +71,26 @@ def open_and_plan(options: RunOptions, spec: SweepSpec, keys: Sequence[str]) -> 
 @contextmanager
 def sweep_lease(options: RunOptions, spec: SweepSpec) -> Iterator[None]:
     """Hold the sweep's driver lease (`sweeper.tracking.lease`) for the body; a live
-    holder elsewhere is a SweepError (exit 2) naming it, before anything is created."""
-    from sweeper.tracking import experiment_name, spec_store_uri
+    holder elsewhere is a SweepError (exit 2) naming it, before anything is created.
+    So is a record a newer sweeper wrote (`sweeper.tracking.record_format`), before
+    the lease is taken: this is where `sweeper run` first opens the store."""
+    from sweeper.deploy.resolve import tracking_uri
+    from sweeper.tracking import experiment_name
     from sweeper.tracking.drivers import DriverMissing
     from sweeper.tracking.lease import TTL_S, Lease, LeaseHeld
+    from sweeper.tracking.record_format import RecordTooNew, check_stored
     from sweeper.tracking.server import TrackingUnreachable, check_server, open_store
     from sweeper.tracking.store import sqlite_path
 
-    uri = options.tracking_uri or spec_store_uri(spec)
+    uri = tracking_uri(spec, options.tracking_uri)
     try:
         check_server(uri)
         client, experiment_id = open_store(spec, uri)
+        check_stored(client, experiment_id, spec.name)
     except (TrackingUnreachable, DriverMissing) as exc:
         raise SweepError(str(exc)) from None
+    except RecordTooNew as exc:
+        raise SweepError(f"{exc} (at {uri})") from None
     try:
         lease = Lease.acquire(
             client, experiment_id, spec.name, options.force_lease, sqlite_path(uri)

@@ -46,7 +46,8 @@ class RunOptions:
     address: str | None = None
     """Ray cluster; None: $RAY_ADDRESS, else an embedded Ray."""
     tracking_uri: str | None = None
-    """MLflow store; None: the spec's."""
+    """MLflow store; None: the one `sweeper.deploy.resolve` finds for the spec (the
+    spec's, $MLFLOW_TRACKING_URI, a running cluster's, else SQLite in output_dir)."""
     max_concurrent: int | None = None
     """Trials at once; None: the spec's."""
     figures: bool = False

@@ -29,7 +29,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from sweeper import record_names
-from sweeper.engine.closing_report import summarise
+from sweeper.engine.closing_report import summarise, summary_request
 from sweeper.engine.grid import run_grid
 from sweeper.engine.options import Budget, RunOptions, SweepError
 from sweeper.engine.sweep import Sweep, open_grid, prepare
@@ -80,7 +80,7 @@ def run_until_decided(options: RunOptions, spec: SweepSpec, budget: Budget) -> i
     notes += _spent_and_saved(summary, groups, budget)
     for line in notes:
         print(line, flush=True)
-    summarise(spec, sweep.uri, sweep.client, notes, figures=options.figures)
+    summarise(sweep, notes)
     return status
 
 
@@ -152,18 +152,10 @@ def _run_batch(sweep: Sweep, inputs: SweepInputs, groups: set[str], seeds: list[
 
 
 def _summary(sweep: Sweep) -> Summary:
-    from sweeper.selection import Selection
+    """One look: the summary the closing report prints, by the same request."""
     from sweeper.summarize import summarize
-    from sweeper.summarize.core import prices_of
-    from sweeper.tracking import experiment_name
-    from sweeper.tracking.inputs import inputs_fingerprint
 
-    spec = sweep.spec
-    return summarize(
-        experiment_name(spec), sweep.uri, sweep=spec.name, client=sweep.client,
-        inputs=inputs_fingerprint(spec), selection=Selection.of(spec.select),
-        margin=spec.compare.margin, prices=prices_of(spec),
-    )  # fmt: skip
+    return summarize(summary_request(sweep), sweep.client)
 
 
 def _undecided(summary: Summary) -> set[str]:

@@ -47,7 +47,7 @@ def search_group(run: SearchRun, base: Trial, stamp: str) -> int | None:
     """One group's search, continuing its study; returns how many trials failed, or
     None if it was stopped before all its trials ended."""
     from sweeper.tracking.cost_ledger import CostLedger
-    from sweeper.tracking.outbox import Outbox, lanes_for
+    from sweeper.tracking.outbox import sweep_outbox
     from sweeper.tracking.recorder import MetricLog, Recorder
     from sweeper.tracking.study import completed, open_study, reconcile, study_name
     from sweeper.tune.progress import FAILED, Progress
@@ -70,7 +70,7 @@ def search_group(run: SearchRun, base: Trial, stamp: str) -> int | None:
         flush=True,
     )
     ledger = CostLedger(run.spec.resources.cpu, run.spec.resources.gpu)
-    outbox = Outbox(background=True, lanes=lanes_for(run.store.uri))
+    outbox = sweep_outbox(run.store.uri)
     recorder = Recorder(run.store.client, {}, MetricLog(), outbox, ledger)
     with Progress({}) as progress:
         driver = _driver(run, base, recorder, progress)

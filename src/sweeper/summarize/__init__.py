@@ -34,7 +34,13 @@
   figures.py      validation curves per group; test accuracy per group
   report.py       report files, and logging them to the sweep's parent run
   evaluate.py     `--evaluate`: each best checkpoint re-measured by its framework
-  core.py         `summarize()` wiring the steps to a store
+  request.py      `SummaryRequest`, what one summary asks for; `of_spec` turns a spec
+                  into one (its store by `sweeper.deploy.resolve`)
+  sweep_runs.py   the reading step: the sweep's runs and which trials count, at which
+                  checkpoint
+  core.py         `summarize(request)`, the front door every summary enters by (the
+                  CLI, `sweeper run`'s closing report, `--until-decided`): reads the
+                  sweep, computes Table 2, the comparisons and the costs
 
 Importing this package loads neither mlflow, scipy, statsmodels nor matplotlib; they
 load inside the functions that need them.
@@ -42,7 +48,7 @@ load inside the functions that need them.
 
 from __future__ import annotations
 
-from sweeper.summarize.core import summarize, summarize_spec
+from sweeper.summarize.core import summarize
 from sweeper.summarize.mlflow_reader import SummarizeError
 from sweeper.summarize.records import (
     Comparison,
@@ -54,6 +60,7 @@ from sweeper.summarize.records import (
     Summary,
 )
 from sweeper.summarize.report import log_report, write_report
+from sweeper.summarize.request import SummaryRequest
 
 __all__ = [
     "Comparison",
@@ -64,8 +71,8 @@ __all__ = [
     "RunRecord",
     "SummarizeError",
     "Summary",
+    "SummaryRequest",
     "log_report",
     "summarize",
-    "summarize_spec",
     "write_report",
 ]

@@ -31,7 +31,9 @@ docs/benchmarks.md has the figures):
              per run and metric, from a thread pool so network latency overlaps (the
              slowest; what remains for other stores).
 
-All paths return the same histories; tests compare them on the same store.
+All paths return the same histories; tests compare them on the same store. Every
+reader turns its runs into RunRecords through `records_of`, which upgrades a record
+written in an older format (`sweeper.tracking.record_format`) and refuses a newer one.
 
 Reachability (`check_store`) is `sweeper.tracking.server.check_server`, the check
 `sweeper run` makes too, with the summariser's own wording of its failures.
@@ -48,6 +50,7 @@ from urllib.parse import urlparse
 from sweeper import record_names
 from sweeper.summarize.records import Point, RunRecord
 from sweeper.summarize.sqlite_store import open_sqlite
+from sweeper.tracking import record_format
 from sweeper.tracking.drivers import DriverMissing
 from sweeper.tracking.runs import search_all
 from sweeper.tracking.server import StoreMissing, TrackingUnreachable, check_server, is_server
@@ -118,29 +121,52 @@ def unknown_experiment(name: str, uri: str, known: Sequence[str]) -> str:
     )
 
 
-PARAM_PRECISION = "train.precision"
-"""The MLflow param (`tracking.runs.flatten_params` spells the spec's field so)."""
 PARENT_RUN_TAG = "mlflow.parentRunId"
 """MLflow's `MLFLOW_PARENT_RUN_ID`, spelled out so that parsing imports no mlflow."""
 
 
 def load_runs(client: MlflowClient, experiment_id: str) -> list[RunRecord]:
-    """Every active run of the experiment (all pages), as RunRecords."""
-    return [to_record(run) for run in search_all(client, experiment_id)]
+    """Every active run of the experiment (all pages), as RunRecords (`records_of`)."""
+    return records_of([raw_of(run) for run in search_all(client, experiment_id)])
 
 
-def to_record(run: Run) -> RunRecord:
-    """A RunRecord of an MLflow run."""
-    return record_of(
-        run_id=run.info.run_id,
-        run_name=run.info.run_name or "",
-        status=run.info.status,
-        start_time=run.info.start_time,
-        end_time=run.info.end_time,
-        tags=run.data.tags,
-        params=run.data.params,
-        metrics=dict(run.data.metrics),
-    )
+def raw_of(run: Run) -> dict[str, Any]:
+    """An MLflow run as the keyword arguments of `record_of`."""
+    return {
+        "run_id": run.info.run_id,
+        "run_name": run.info.run_name or "",
+        "status": run.info.status,
+        "start_time": run.info.start_time,
+        "end_time": run.info.end_time,
+        "tags": run.data.tags,
+        "params": run.data.params,
+        "metrics": dict(run.data.metrics),
+    }
+
+
+def records_of(raws: Sequence[dict[str, Any]]) -> list[RunRecord]:
+    """The RunRecords of an experiment's runs, read by any reader (the keyword arguments
+    of `record_of`), in the current record format: each run upgraded from its sweep's
+    format version (`sweeper.tracking.record_format`; a sweep with several sweep runs
+    from the oldest, one without any from version 1). SummarizeError when a sweep run
+    is newer than this code."""
+    oldest: dict[str | None, int] = {}
+    try:
+        for raw in raws:
+            tags = raw["tags"]
+            if tags.get(record_names.TAG_ROLE) == record_names.ROLE_SWEEP:
+                sweep = tags.get(record_names.TAG_SWEEP)
+                version = record_format.version_of(tags)
+                record_format.check(version, sweep)
+                oldest[sweep] = min(version, oldest.get(sweep, version))
+    except record_format.RecordTooNew as exc:
+        raise SummarizeError(str(exc)) from None
+    records = []
+    for raw in raws:
+        version = oldest.get(raw["tags"].get(record_names.TAG_SWEEP), record_format.FIRST_VERSION)
+        tags, params = record_format.upgrade(version, raw["tags"], raw["params"])
+        records.append(record_of(**{**raw, "tags": tags, "params": params}))
+    return records
 
 
 def record_of(
@@ -154,8 +180,9 @@ def record_of(
     params: dict[str, str],
     metrics: dict[str, float],
 ) -> RunRecord:
-    """Parse a run's sweeper tags, whichever reader found them; a tag that is absent or
-    malformed becomes None."""
+    """Parse a run's sweeper tags, whichever reader found them, in the current record
+    format (`records_of` upgrades older ones); a tag that is absent or malformed becomes
+    None."""
     framework = tags.get(record_names.TAG_FRAMEWORK, "?")
     init = tags.get(record_names.TAG_INIT, "?")
     method = tags.get(record_names.TAG_METHOD, "?")
@@ -187,7 +214,7 @@ def record_of(
         select=tags.get(record_names.TAG_SELECT),
         sequential_plan=tags.get(record_names.TAG_SEQUENTIAL_PLAN),
         cost=tags.get(record_names.TAG_COST),
-        precision=params.get(PARAM_PRECISION, "fp32"),
+        precision=params.get(record_names.PARAM_PRECISION, ""),
     )
 
 

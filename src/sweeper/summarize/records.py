@@ -56,14 +56,14 @@ class RunRecord:
     """Search and confirm trials: JSON of the searched values (the sweeper.search_params tag)."""
     inputs: str | None = None
     """JSON of the inputs' digests the trial was made from (the sweeper.inputs tag)."""
-    versions: str | None = None
-    """JSON {package: version} the trial trained with (sweeper.versions; None before
-    the tag existed)."""
+    versions: str | None = "{}"
+    """JSON {package: version} the trial trained with (sweeper.versions, sent with its
+    every report; None on a run that never reported, which is not counted)."""
     preemptions: int = 0
     """Times the trial was preempted and resumed from its notice checkpoint
     (sweeper.preemptions)."""
     precision: str = "fp32"
-    """The `train.precision` param; runs from before the field existed ran in fp32."""
+    """The `train.precision` param of a trial run ('' on other runs)."""
     report_digest: str | None = None
     """Sweep runs: the digest of the summary last logged to them (sweeper.report_digest);
     a summary with the same digest has nothing new to log."""
@@ -383,9 +383,9 @@ class Summary:
     search: list[SearchGroup] = field(default_factory=list)
     """The search stage per group (empty for a grid sweep)."""
     unmarked: tuple[str, ...] = ()
-    """Counted trial runs without the best-checkpoint metrics (`record_names.BEST_METRIC_NAMES`:
-    made by an older sweeper, or their driver died before the final report); logging
-    the report adds them."""
+    """Counted trial runs without the best-checkpoint metrics (`record_names.BEST_METRIC_NAMES`):
+    the final report that carries them never reached the store (its driver died
+    first, or the trial ran before they existed); logging the report adds them."""
     logged_digest: str | None = None
     """The parent run's `sweeper.report_digest`: the digest of the report last logged
     to it (`sweeper.summarize.report.digest`); not part of the report itself."""

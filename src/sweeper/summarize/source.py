@@ -26,7 +26,7 @@ from sweeper.summarize.mlflow_reader import (
     load_histories,
     load_runs,
     open_client,
-    record_of,
+    records_of,
     unknown_experiment,
 )
 from sweeper.summarize.records import RunRecord
@@ -94,7 +94,7 @@ class StoreSource:
         return found
 
     def runs(self, experiment_id: str) -> list[RunRecord]:
-        return [record_of(**raw) for raw in self._read(self.store.runs, experiment_id)]
+        return records_of(self._read(self.store.runs, experiment_id))
 
     def tags(self, run_id: str) -> dict[str, str]:
         return self._read(self.store.tags, run_id)

@@ -12,6 +12,8 @@ the sweep wrote. MLflow itself is imported only inside the functions that talk t
   lease.py        one live driver per sweep: a lease in the store, renewed by a heartbeat
   runs.py         trial runs keyed by trial key; what a run or a --resume does per key
   sweep_run.py    the parent run: spec, provenance, cluster
+  record_format.py the record's format version on the parent run, one upgrade step per
+                  older version (in memory), a newer record refused
   recorder.py     the driver, sole writer of trial statuses/metrics/errors (deduplicated)
   outbox.py       the driver's writes, kept in order and retried while the store is away
   store_errors.py what a failed write means: retry or not, why in words, MLflow's retries off

@@ -12,7 +12,9 @@ carry it as the `sweeper.inputs` tag.
 the record's before anything is prepared or created, and exits 2 naming what changed:
 trials made from other inputs are not results of this spec. New seeds or new grid
 values are new keys, never a change here. A part whose files are not on this machine
-("missing") is not compared; runs recorded before this tag existed are not checked.
+("missing") is not compared, nor is a run without the tag (search-stage trials carry
+none, nor does a search sweep's parent run before its confirm stage; nor the runs of a
+record older than the tag).
 """
 
 from __future__ import annotations

@@ -26,7 +26,11 @@ event loop; here the waiting happens between attempts, without blocking anything
 With `background=True` (the sweep engines) the writes are sent by threads of the
 outbox's own, so Ray Tune's event loop never waits for a request: `put` only queues,
 `check` raises what the threads met (the bound passed, a permanent rejection), and
-`drain` waits for them to empty the queue. There are `lanes_for(uri)` threads: for a
+`drain` waits for them to empty the queue. A thread sends a write of a run no sooner
+than `LINGER_S` after it was queued (`drain` sends at once): the writes one trial makes
+in quick succession (its RUNNING status, tags, reports, then FINISHED) meet in the queue
+and go as fewer requests (below), at the price of a trial's live metrics showing up to
+`LINGER_S` late. There are `lanes_for(uri)` threads: for a
 tracking server `LANES`, every write of one run through the same one (chosen by its
 run id), so a run's writes keep their order while two runs' writes travel at once (a
 server answers requests in parallel); for a local SQLite file one (it takes one writer
@@ -66,6 +70,9 @@ NOTE_EVERY_S = 10.0
 """While the store is away, a progress line at most this often (on a failed retry)."""
 LANES = 4
 """sender threads in the background (runs whose writes travel at once)"""
+LINGER_S = 1.0
+"""in the background, the least time a run's write waits in the queue for later ones
+of its run to join it (or, for a status, to override it)"""
 MAX_METRICS, MAX_TAGS, MAX_ENTITIES = 1000, 100, 1000
 """MLflow's log_batch limits (mlflow.utils.validation): a joined batch stays within them."""
 
@@ -119,11 +126,19 @@ class Write:
     """a run status change: not sent if a later one of the run is queued"""
     points: int = 0
     """metric points it carries (counted in the progress line while the store is away)"""
+    queued: float = 0.0
+    """when it was queued (the outbox's clock): a background lane holds it `LINGER_S`"""
 
 
 def lanes_for(uri: str) -> int:
     """Sender threads for a store: one for a local SQLite file, `LANES` for a server."""
     return 1 if uri.startswith("sqlite:") else LANES
+
+
+def sweep_outbox(uri: str, log: Callable[[str], None] = lambda _: None) -> Outbox:
+    """The outbox of a sweep's driver writing to the store at `uri`: in the background,
+    with its lanes (`lanes_for`) and `LINGER_S`."""
+    return Outbox(log=log, background=True, lanes=lanes_for(uri), linger_s=LINGER_S)
 
 
 def bound_from_env() -> float:
@@ -143,6 +158,7 @@ class Outbox:
         background: bool = False,
         lanes: int = LANES,
         wall: Callable[[], float] = time.time,
+        linger_s: float = 0.0,
     ):
         self.bound_s = bound_from_env() if bound_s is None else bound_s
         self.log, self.clock, self.sleep, self.wall = log, clock, sleep, wall
@@ -165,6 +181,9 @@ class Outbox:
         """when the last progress line of the current outage was written"""
         self._lock = threading.Condition()
         self._lanes = max(1, lanes) if background else 1
+        self.linger_s = linger_s if background else 0.0
+        """the least time a run's write waits to be sent (0: at once; `drain` ignores it)"""
+        self._draining = False
         self._threads: list[threading.Thread] = []
         self._rejected: BaseException | None = None
         """a permanent rejection the sender thread met, raised by the next check/drain"""
@@ -209,6 +228,7 @@ class Outbox:
         )
 
     def _queue(self, write: Write) -> None:
+        write.queued = self.clock()
         with self._lock:
             self.pending.append(write)
             if self.background:
@@ -250,9 +270,14 @@ class Outbox:
         """Send everything, waiting (with backoff) up to the bound: the end of a sweep."""
         if self.background:
             with self._lock:
-                while self.pending and self._rejected is None:
-                    self._lock.wait(0.5)
-                    self.check()
+                self._draining = True
+                self._lock.notify_all()
+                try:
+                    while self.pending and self._rejected is None:
+                        self._lock.wait(0.5)
+                        self.check()
+                finally:
+                    self._draining = False
             self._raise_rejected()
             return
         while self.pending:
@@ -272,14 +297,20 @@ class Outbox:
         """The lane's oldest write (the caller holds the lock)."""
         return next((w for w in self.pending if self._lane(w) == lane), None)
 
+    def _due(self, write: Write) -> float:
+        """When `write` may be sent (the caller holds the lock): after a failure's
+        backoff and, for a run's write, its linger (unless the outbox is draining)."""
+        if self._draining or write.run_id is None:
+            return self.next_try
+        return max(self.next_try, write.queued + self.linger_s)
+
     def _sender(self, lane: int) -> None:
-        """A background thread: send its lane's writes when due, else sleep until the
-        next try or put."""
+        """A background thread: send its lane's writes when due, else sleep until they
+        are due or another is put."""
         while True:
             with self._lock:
-                while self._head(lane) is None or self.clock() < self.next_try:
-                    due = self._head(lane) is not None
-                    self._lock.wait(self.next_try - self.clock() if due else None)
+                while (head := self._head(lane)) is None or self.clock() < self._due(head):
+                    self._lock.wait(self._due(head) - self.clock() if head else None)
             try:
                 self._send_pending(lane)
             except Exception as exc:  # permanent: for the driver's next check or drain
@@ -327,7 +358,8 @@ class Outbox:
     def _send_pending(self, lane: int = 0) -> None:
         while True:
             with self._lock:
-                if self._head(lane) is None:
+                head = self._head(lane)
+                if head is None or self.clock() < self._due(head):
                     return
             write, covered = self._next(lane)
             if write is None:  # overridden: as good as sent

@@ -315,9 +315,12 @@ class Recorder:
         self.outbox.put_batch(what, run_id, send, metrics, run_tags)
 
     def _end(self, run_id: str, state: record_names.RunState) -> None:
+        """The run's end, at the time the driver learned it (not when the write reaches
+        the store, which the outbox's linger or an outage delays)."""
+        ended = int(time.time() * 1000)
         self._put(
             f"end of run {run_id}", run_id,
-            self.client.set_terminated, run_id, status=state, status_write=True,
+            self.client.set_terminated, run_id, status=state, end_time=ended, status_write=True,
         )  # fmt: skip
 
     def _put(

@@ -133,7 +133,7 @@ def ensure_experiment(
             f"(`mlflow experiments restore --experiment-id {existing.experiment_id}`) or "
             "set tracking.experiment to another name"
         )
-    if EXPERIMENT_KIND_TAG not in existing.tags:  # made by an older sweeper: mark it too
+    if EXPERIMENT_KIND_TAG not in existing.tags:  # created outside sweeper: mark it too
         client.set_experiment_tag(existing.experiment_id, EXPERIMENT_KIND_TAG, MODEL_TRAINING_KIND)
     if needs_view(existing.tags.get(VIEW_TAG), metrics):
         client.set_experiment_tag(existing.experiment_id, VIEW_TAG, view)

@@ -25,6 +25,7 @@ from sweeper.redact import redact, redact_values
 from sweeper.selection import Selection
 from sweeper.spec.extends import spec_files
 from sweeper.spec.schema import SweepSpec
+from sweeper.tracking.record_format import RECORD_VERSION
 from sweeper.tracking.runs import role_filter, search_all
 
 if TYPE_CHECKING:
@@ -48,13 +49,18 @@ PACKAGES = {
 
 
 def open_sweep_run(client: MlflowClient, experiment_id: str, spec: SweepSpec) -> str:
-    """The sweep's parent run: the latest existing one (a resume), else a new one."""
+    """The sweep's parent run: the latest existing one (a resume, its record format
+    version kept), else a new one in this code's `record_format.RECORD_VERSION`."""
     existing = search_all(client, experiment_id, role_filter(record_names.ROLE_SWEEP, spec.name))
     if existing:
         run_id = existing[-1].info.run_id
         client.update_run(run_id, status=record_names.RunState.RUNNING)
         return run_id
-    tags = {record_names.TAG_ROLE: record_names.ROLE_SWEEP, record_names.TAG_SWEEP: spec.name}
+    tags = {
+        record_names.TAG_ROLE: record_names.ROLE_SWEEP,
+        record_names.TAG_SWEEP: spec.name,
+        record_names.TAG_RECORD_VERSION: str(RECORD_VERSION),
+    }
     return client.create_run(experiment_id, tags=tags, run_name=spec.name).info.run_id
 
 
@@ -118,8 +124,8 @@ def versions_json() -> str:
 
 
 def version_changes(recorded: Mapping[str, str], current: Mapping[str, str]) -> list[str]:
-    """`name old -> new` for each package whose version differs from the record's; a
-    package the record does not name (an older sweeper) is not compared."""
+    """`name old -> new` for each package both name whose version differs from the
+    record's (a sweeper that tracks a package more records it from then on)."""
     return [
         f"{name} {recorded[name]} -> {version}"
         for name, version in sorted(current.items())
