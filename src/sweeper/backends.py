@@ -43,7 +43,8 @@ from __future__ import annotations
 
 import importlib
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 PLUGINS_ENV = "SWEEPER_PLUGINS"
@@ -66,6 +67,9 @@ class Task:
     params: str
     """`"module:function"`, `(args, spec, arch, vocab_size, vocab_source) -> exit code`:
     what `sweeper params` prints for the task's models."""
+    select: Mapping[str, Any] = field(default_factory=dict)
+    """Defaults of the fields of `select:` a spec of the task leaves out, over the
+    schema's own (classification's: the highest validation accuracy)."""
     formats: tuple[str, ...] = ()
     """The `data.format`s its preparation reads; empty: every format."""
     tokenizer: bool = True
@@ -107,6 +111,7 @@ CAUSAL_LM = Task(
     prepare="sweeper.trainers.hf.lm_trial:prepare_inputs",
     check="sweeper.engine.preflight:check_causal_lm",
     params="sweeper.cli.params:causal_lm_params",
+    select={"metric": "valid_exact_match", "report": ["test_exact_match", "test_perplexity"]},
     formats=("lines",),
     tokenizer=False,
 )

@@ -21,12 +21,13 @@ from pydantic import (
     model_validator,
 )
 
-from sweeper.record_names import TASK_CAUSAL_LM, TASK_CLASSIFICATION, TASK_METRICS
+from sweeper import backends
+from sweeper.record_names import TASK_CLASSIFICATION, TASK_METRICS
 from sweeper.spec.axes_block import GridConfig, SearchConfig
 from sweeper.spec.cost_block import CostConfig
 from sweeper.spec.data_block import DataConfig
 from sweeper.spec.model_block import ModelConfig
-from sweeper.spec.select_block import LM_SELECT, CompareConfig, SelectConfig
+from sweeper.spec.select_block import CompareConfig, SelectConfig
 from sweeper.spec.strict import SpecPath, Strict
 from sweeper.spec.train_block import LoraConfig, TrainConfig
 
@@ -141,12 +142,14 @@ class SweepSpec(Strict):
     @model_validator(mode="before")
     @classmethod
     def _task_default_select(cls, data: Any) -> Any:
-        """A causal-LM sweep picks by exact match and reports exact match and perplexity
-        unless its `select:` says otherwise (classification's defaults name metrics it
-        does not have)."""
+        """The fields of `select:` a sweep leaves out default to its task's
+        (`sweeper.backends.Task.select`: a causal-LM sweep picks by exact match and
+        reports exact match and perplexity, where classification's defaults name
+        metrics it does not have)."""
         given = data.get("select", {}) if isinstance(data, dict) else None
-        if isinstance(given, dict) and data.get("task") == TASK_CAUSAL_LM:
-            return {**data, "select": {**LM_SELECT, **given}}
+        task = data.get("task") if isinstance(data, dict) else None
+        if isinstance(given, dict) and task in backends.tasks():
+            return {**data, "select": {**backends.task(task).select, **given}}
         return data  # a select: that is no mapping is reported by its field
 
     @field_validator("select")

@@ -56,13 +56,6 @@ class SelectConfig(Strict):
         return problems
 
 
-LM_SELECT = {
-    "metric": "valid_exact_match",
-    "report": ["test_exact_match", "test_perplexity"],
-}
-"""`select:` of a causal-LM sweep that sets none."""
-
-
 class CompareConfig(Strict):
     """How the summary decides its comparisons (docs/architecture.md, "Statistics")."""
 
