@@ -8,8 +8,9 @@ invariant 4):
 - its trainer (`trainer`: a `sweeper.trainers.base.Trainer` class), which also says how
   a stored checkpoint is reloaded for `summarize --evaluate` (`reload_inputs`,
   `test_accuracy`, `test_metrics`: the test metrics it reports);
-- how a trial's job is built (`job`: a function `(spec, trial, inputs, out_dir,
-  threads, device) -> TrialJob`; the job carries its one data folder, `data`);
+- how a trial's job is built (`job`: a function `(backend, spec, trial, inputs,
+  out_dir, threads, device) -> TrialJob`, given its own entry; the job carries its
+  task and its one data folder, `data`);
 - which prepared-data folder its trials read (`data`: a key of the task's
   `SweepInputs.data`, written by the task's preparation) and, for a task whose
   preparation writes one folder per format (classification: `sweeper.data.prepare`),
