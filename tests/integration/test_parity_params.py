@@ -62,6 +62,16 @@ def test_components_add_up_and_differ_only_by_token_types(lab_report) -> None:
     assert lab_report["totals"]["LM head"]["fairseq"] == 512 * 512 + 512 + 2 * 512 + 32000
 
 
+def test_heads_differ_by_what_they_choose_among(lab_report) -> None:
+    heads = lab_report["heads"]
+    classifier, lm_head = heads["classification head"], heads["LM head"]
+    assert (classifier["outputs"], classifier["output layer"]) == (2, 2 * 513)
+    assert classifier["parameters"] == lab_report["totals"]["classification head"]["fairseq"]
+    assert (lm_head["outputs"], lm_head["output layer"]) == (32_000, 32_000 * 513)
+    tied = 32_000 * 512  # the token embeddings
+    assert lm_head["parameters"] == lab_report["totals"]["LM head"]["fairseq"] + tied
+
+
 def test_table_prints_the_lab_numbers(capsys) -> None:
     assert main(["params", str(ROBERTA_YAML)]) == 0
     table = capsys.readouterr().out

@@ -11,42 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.spec.load import load_spec
-from sweeper.spec.schema import SweepSpec
 from sweeper.trainers.fairseq.fairseq_checkpoints import allow_fairseq_checkpoints
 from sweeper.trainers.fairseq.fairseq_pretrain import cache_key, pretrain
+from tests.support.specs import tiny_pretrain_spec
 
 pytestmark = pytest.mark.integration
 pytest.importorskip("fairseq")
 
-DEMO = Path(__file__).resolve().parents[2] / "sweeps" / "demo.yaml"
 STEPS = 20
-
-
-def tiny_spec(root: Path) -> SweepSpec:
-    corpus = root / "corpus"
-    return load_spec(
-        DEMO,
-        [
-            f"output_dir={root / 'out'}",
-            f"data.dir={corpus}",
-            f"model.sentencepiece={corpus / 'sentencepiece.bpe.model'}",
-            f"model.dictionary={corpus / 'dict.txt'}",
-            "data.generate.train_size=40",
-            "data.generate.valid_size=20",
-            "data.generate.test_size=20",
-            "data.generate.unlabeled_size=400",
-            "data.generate.vocab_size=200",
-            "model.arch.layers=1",
-            "model.arch.embed_dim=16",
-            "model.arch.ffn_dim=32",
-            "model.arch.heads=2",
-            "model.arch.max_positions=64",
-            f"model.pretrain.steps={STEPS}",
-            "model.pretrain.batch_size=16",
-            "model.pretrain.max_tokens_per_sample=32",
-        ],
-    )
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +26,7 @@ def pretrained(tmp_path_factory):
     """(spec, prepared data, checkpoint path, progress lines) of one real pretraining."""
     from sweeper.data import prepare
 
-    spec = tiny_spec(tmp_path_factory.mktemp("pretrain"))
+    spec = tiny_pretrain_spec(tmp_path_factory.mktemp("pretrain"), STEPS)
     prepared = prepare(spec, log=lambda _: None)
     messages: list[str] = []
     path = pretrain(spec, prepared, log=messages.append)

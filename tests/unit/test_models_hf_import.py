@@ -146,6 +146,21 @@ def test_a_good_folder_has_no_problems(tmp_path, vocab):
     assert _problems(_folder(tmp_path, vocab), vocab) == []
 
 
+def test_a_left_to_right_lm_is_a_pretrained_encoder_too(tmp_path, vocab):
+    """A `*ForCausalLM` (what sweeper's causal pretraining saves) has the masked LM's
+    tensors under the same names: accepted, converted to the same fairseq state."""
+    folder = _folder(tmp_path, vocab)
+    masked = hf_to_fairseq(read_weights(inspect(folder)))
+    config = json.loads((folder / "config.json").read_text())
+    causal = {**config, "architectures": ["RobertaForCausalLM"], "is_decoder": True}
+    (folder / "config.json").write_text(json.dumps(causal))
+    assert _problems(folder, vocab) == []
+    converted = torch.load(import_checkpoint(folder, tmp_path / "cache"), weights_only=True)
+    assert converted["sweeper_source"]["architecture"] == "RobertaForCausalLM"
+    assert converted["model"].keys() == masked.keys()
+    assert all(torch.equal(converted["model"][k], v) for k, v in masked.items())
+
+
 @pytest.mark.parametrize(
     ("remove", "words"),
     [

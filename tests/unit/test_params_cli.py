@@ -93,12 +93,18 @@ def test_table_shows_separators_and_missing_parts() -> None:
         "totals": {k: per for k in ("encoder", "classification head", "LM head", "model")},
         "conventions": [{"name": "weights only", "reports": "000", "count": 22807552, "rule": "r"}],
         "lora": [],
+        "heads": {
+            "classification head": {"outputs": 2, "output layer": 18, "parameters": 90},
+            "LM head": {"outputs": 32000, "output layer": 288000, "parameters": 288088},
+        },
     }
     table = format_table(data)
     assert "22,807,552" in table and "1,234,567" in table and "32,000" in table
     assert any(
         line.startswith("token-type embeddings") and " - " in line for line in table.split("\n")
     )
+    assert "classification head (fine-tuning): 2-way, output layer 2 x (8 + 1) = 18 of 90" in table
+    assert "LM head (pretraining): 32,000-way, output layer 32,000 x (8 + 1) = 288,000" in table
 
 
 def test_importing_the_models_package_stays_light() -> None:

@@ -216,8 +216,9 @@ def format_table(data: dict[str, Any]) -> str:
         f"HF - fairseq = {extra:,}: HF's token-type embedding (type_vocab_size 1), "
         "which fairseq does not have.",
         "",
-        "hand conventions (lab reports):",
     ]
+    lines += _head_lines(data["heads"], data["arch"]["embed_dim"])
+    lines += ["", "hand conventions (lab reports):"]
     for conv in data["conventions"]:
         label = f"{conv['name']} ({conv['reports']})"
         rule = textwrap.wrap(conv["rule"], width=58)
@@ -234,6 +235,21 @@ def format_table(data: dict[str, Any]) -> str:
                 f"({share:.2f}%)"
             )
     return "\n".join(lines)
+
+
+def _head_lines(heads: dict[str, dict[str, int]], embed_dim: int) -> list[str]:
+    """Why the two heads differ: what each chooses among, and its last layer's size."""
+    lines = ["heads (the same in both frameworks): each ends in one row per output"]
+    for name, role in (("classification head", "fine-tuning"), ("LM head", "pretraining")):
+        head = heads[name]
+        lines.append(
+            f"  {name} ({role}): {head['outputs']:,}-way, output layer "
+            f"{head['outputs']:,} x ({embed_dim} + 1) = {head['output layer']:,} "
+            f"of {head['parameters']:,}"
+        )
+    lines.append("  (the LM head's output weight is the token embeddings, tied: counted both")
+    lines.append("  here, with the head, and in the encoder above)")
+    return lines
 
 
 def _row(label: str, fairseq: int | str | None, hf: int | str | None) -> str:

@@ -19,7 +19,7 @@ Public API (stable; trainers and the sweep engine build on it):
   trained_vocab.py  `model.tokenizer.train`: sentencepiece + fairseq dict, cached by content
   vocab.py        the shared vocabulary: a sentencepiece model plus fairseq's `dict.txt`
   encode.py       text -> token ids, once, for both frameworks
-  binarize.py     writing encoded splits where each framework reads them
+  binarize.py     writing encoded splits where each framework reads them; reading them back
   split_stats.py  what a researcher checks before trusting a run: lengths, unk, classes
   generate.py     `data.source: generated`: the demo corpus, its sentencepiece and dict
   demo_corpus.py  the demo corpus: French-like book reviews where pretraining helps

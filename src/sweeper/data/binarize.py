@@ -1,5 +1,6 @@
 """Writing encoded splits where each framework reads them: the classification
-backends' writers (`sweeper.backends.Backend.write`, each a `Writer`).
+backends' writers (`sweeper.backends.Backend.write`, each a `Writer`); and reading a
+binarized split back (`read_indexed`).
 
 fairseq (`write_fairseq`): `sentence_prediction` layout (`input0/`, `label/`) and
 `masked_lm` layout (`pretrain/`), written with fairseq's own indexed-dataset builder
@@ -85,6 +86,17 @@ def write_indexed(prefix: Path, items: Sequence[Sequence[int]], vocab_size: int)
     for item in items:
         builder.add_item(torch.tensor(item, dtype=torch.int32))
     builder.finalize(indexed_dataset.index_file_path(str(prefix)))
+
+
+def read_indexed(prefix: Path) -> list[list[int]]:
+    """The items of `prefix.bin` + `prefix.idx`, read with fairseq's own reader: the ids
+    exactly as `write_indexed` stored them (for a trainer that is not fairseq)."""
+    from fairseq.data import indexed_dataset
+
+    if not indexed_dataset.MMapIndexedDataset.exists(str(prefix)):
+        raise FileNotFoundError(f"no indexed dataset {prefix}.bin/.idx")
+    dataset = indexed_dataset.MMapIndexedDataset(str(prefix))
+    return [dataset[index].tolist() for index in range(len(dataset))]
 
 
 def write_sentence_prediction(

@@ -28,7 +28,9 @@ if TYPE_CHECKING:
 
 SUPPORTED_TYPES = ("roberta", "camembert", "xlm-roberta")
 """`model_type`s that are fairseq's RoBERTa under HF names."""
-ARCHITECTURE_SUFFIXES = ("ForMaskedLM", "Model")
+ARCHITECTURE_SUFFIXES = ("ForMaskedLM", "ForCausalLM", "Model")
+"""A pretrained encoder: its masked-LM or left-to-right LM head (the same tensors under
+the same names) is kept, any other task's head refused."""
 WEIGHT_FILES = (
     "model.safetensors",
     "model.safetensors.index.json",
@@ -103,8 +105,8 @@ def _unsupported(config: dict[str, Any]) -> list[str]:
     names = config.get("architectures") or []
     if names and not any(str(n).endswith(ARCHITECTURE_SUFFIXES) for n in names):
         return [
-            f"unsupported architecture {names[0]!r} (a *ForMaskedLM or *Model: the "
-            "pretrained encoder, without another task's head)"
+            f"unsupported architecture {names[0]!r} (a *ForMaskedLM, *ForCausalLM or "
+            "*Model: the pretrained encoder, without another task's head)"
         ]
     return []
 
@@ -197,14 +199,22 @@ def read_weights(hf: HfFolder) -> dict[str, Tensor]:
 def import_checkpoint(folder: Path, cache_root: Path) -> Path:
     """The fairseq `model.pt` converted from an HF folder, written once per content."""
     from sweeper.hashing import tree_sha256
-    from sweeper.models.convert import hf_to_fairseq
-    from sweeper.models.init import atomic_save
 
     hf = inspect(folder)
     path = cache_root / f"hf-{tree_sha256(folder)[:16]}" / CONVERTED
     if path.is_file():
         return path
-    state = hf_to_fairseq(read_weights(hf))
     source = {"hf_folder": str(folder), "architecture": hf.architecture}
-    atomic_save({"model": state, "args": None, "cfg": None, "sweeper_source": source}, path)
+    write_converted(read_weights(hf), source, path)
     return path
+
+
+def write_converted(state: dict[str, Tensor], source: dict[str, Any], path: Path) -> None:
+    """Write an HF RoBERTa-family state dict as the fairseq `model.pt` sweeper's trials
+    start from (`sweeper.models.init` reads it like a fairseq checkpoint), atomically;
+    `source` (plain values) says where it came from."""
+    from sweeper.models.convert import hf_to_fairseq
+    from sweeper.models.init import atomic_save
+
+    converted = hf_to_fairseq(state)
+    atomic_save({"model": converted, "args": None, "cfg": None, "sweeper_source": source}, path)

@@ -66,6 +66,12 @@ class ParamReport:
     totals: dict[str, dict[str, int]]
     """encoder / classification head / LM head / fine-tuning model -> per framework."""
     conventions: list[Convention]
+    heads: dict[str, dict[str, int]]
+    """classification head / LM head -> `outputs` (what it chooses among: the classes,
+    or the vocabulary's tokens that pretraining predicts, masked or next), `output layer`
+    (its last projection: outputs x (embed_dim + 1), the LM head's weight being the
+    token embeddings, tied) and `parameters` (the whole head, that weight included).
+    The same in both frameworks: the conversion maps them tensor for tensor."""
     lora: list[dict[str, Any]] = field(default_factory=list)
     """Per distinct LoRA setting: its settings, trainable and total parameters (HF)."""
 
@@ -104,11 +110,29 @@ def _lm_head_count(lm_head: Any) -> int:
     return count(lm_head.dense) + count(lm_head.layer_norm) + lm_head.bias.numel()
 
 
+def _head_counts(model: Any) -> dict[str, dict[str, int]]:
+    """`ParamReport.heads` of a fairseq `RobertaModel` with its classification head."""
+    classifier, lm_head = model.classification_heads[HEAD_NAME], model.encoder.lm_head
+    return {
+        "classification head": {
+            "outputs": classifier.out_proj.out_features,
+            "output layer": count(classifier.out_proj),
+            "parameters": count(classifier),
+        },
+        "LM head": {
+            "outputs": lm_head.weight.shape[0],
+            "output layer": lm_head.weight.numel() + lm_head.bias.numel(),
+            "parameters": _lm_head_count(lm_head) + lm_head.weight.numel(),
+        },
+    }
+
+
 def fairseq_counts(arch: ArchConfig, vocab_size: int, num_classes: int) -> dict[str, Any]:
     """Component counts and totals of fairseq's `RobertaModel` with a classification head."""
     model = build_fairseq_model(arch, vocab_size, num_classes)
     encoder = model.encoder.sentence_encoder
     return {
+        "heads": _head_counts(model),
         "components": count_by_component(encoder, "fairseq"),
         "encoder": count(encoder),
         "classification head": count(model.classification_heads[HEAD_NAME]),
@@ -200,5 +224,6 @@ def param_report(
         components=components,
         totals=totals,
         conventions=conventions(per["fairseq"]["components"], arch, per["fairseq"]["encoder"]),
+        heads=per["fairseq"]["heads"],
         lora=lora_rows,
     )

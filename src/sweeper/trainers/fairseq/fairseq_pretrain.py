@@ -9,8 +9,10 @@ turns into the trials' starting weights like any user-supplied checkpoint.
 It is cached by content: the key hashes the binarized corpus (every byte), the
 architecture and the pretraining recipe, so a second call, or a second sweep with the
 same inputs, reuses `OUTPUT_DIR/pretrained/<key>/model.pt`. Training happens in a
-temporary folder renamed into place at the end: a killed run never leaves a
-half-written `model.pt` that a later call would take for finished.
+temporary folder renamed into place at the end (`train_once`): a killed run never leaves
+a half-written `model.pt` that a later call would take for finished. The left-to-right
+objective (`sweeper.trainers.hf.roberta_causal_pretrain`) reuses the key, the inputs'
+checks, the environment and `train_once`.
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from sweeper.spec.model_block import ArchConfig, PretrainConfig
 from sweeper.spec.schema import SweepSpec
@@ -56,6 +58,30 @@ class HasPretrainDir(Protocol):
 
 def pretrain(spec: SweepSpec, prepared: HasPretrainDir, log: Log = print) -> Path:
     """Path of the masked_lm checkpoint for the spec's `model.pretrain`, trained if needed."""
+    config, data = pretrain_inputs(spec, prepared)
+    arch = spec.model.arch
+    final = Path(spec.output_dir) / "pretrained" / cache_key(data, arch, config)
+    if (final / MODEL_FILE).is_file():
+        log(f"pretrained checkpoint (cached): {final / MODEL_FILE}")
+        return final / MODEL_FILE
+    log(
+        f"pretraining {arch.layers}-layer {arch.embed_dim}-dim RoBERTa (masked LM): "
+        f"{config.steps} steps of batch {config.batch_size} -> {final}"
+    )
+
+    def train(work: Path) -> None:
+        _train(masked_lm_args(data, arch, config, work / "checkpoints"), work, config, log)
+        (work / "checkpoints" / LAST).replace(work / MODEL_FILE)
+        shutil.rmtree(work / "checkpoints")
+
+    train_once(final, train)
+    log(f"pretrained checkpoint: {final / MODEL_FILE}")
+    return final / MODEL_FILE
+
+
+def pretrain_inputs(spec: SweepSpec, prepared: HasPretrainDir) -> tuple[PretrainConfig, Path]:
+    """The spec's pretraining recipe and the prepared corpus it reads, or ValueError
+    when either is missing or the recipe's samples do not fit the architecture."""
     config = spec.model.pretrain
     data = prepared.pretrain_dir
     if config is None or data is None:
@@ -66,35 +92,30 @@ def pretrain(spec: SweepSpec, prepared: HasPretrainDir, log: Log = print) -> Pat
             f"model.pretrain.max_tokens_per_sample ({config.max_tokens_per_sample}) exceeds "
             f"model.arch.max_positions ({arch.max_positions})"
         )
-    root = Path(spec.output_dir) / "pretrained"
-    final = root / cache_key(Path(data), arch, config)
-    if (final / MODEL_FILE).is_file():
-        log(f"pretrained checkpoint (cached): {final / MODEL_FILE}")
-        return final / MODEL_FILE
-    log(
-        f"pretraining {arch.layers}-layer {arch.embed_dim}-dim RoBERTa (masked LM): "
-        f"{config.steps} steps of batch {config.batch_size} -> {final}"
-    )
-    work = root / f".tmp-{final.name}-{os.getpid()}"
-    shutil.rmtree(work, ignore_errors=True)
-    try:
-        _train(masked_lm_args(Path(data), arch, config, work / "checkpoints"), work, config, log)
-        _publish(work, final)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    log(f"pretrained checkpoint: {final / MODEL_FILE}")
-    return final / MODEL_FILE
+    return config, Path(data)
 
 
-def cache_key(data: Path, arch: ArchConfig, config: PretrainConfig) -> str:
+def cache_key(
+    data: Path,
+    arch: ArchConfig,
+    config: PretrainConfig,
+    variant: Mapping[str, Any] | None = None,
+) -> str:
     """Hash of everything that determines the checkpoint (paths excluded: a moved corpus
-    with the same bytes is the same corpus)."""
+    with the same bytes is the same corpus).
+
+    `variant`: what another pretraining stage on the same inputs does differently (its
+    objective, its own format version); it enters the hash only when given, so two
+    stages never share a key while this stage's keys stay as they are.
+    """
     digest = hashlib.sha256()
-    recipe = {
+    recipe: dict[str, Any] = {
         "format": FORMAT_VERSION,
         "arch": arch.model_dump(mode="json"),
         "pretrain": config.model_dump(mode="json"),
     }
+    if variant is not None:
+        recipe["variant"] = dict(variant)
     digest.update(json.dumps(recipe, sort_keys=True).encode())
     for path in sorted(p for p in data.rglob("*") if p.is_file()):
         digest.update(str(path.relative_to(data)).encode() + b"\0")
@@ -149,7 +170,6 @@ def masked_lm_args(
 def _train(args: list[str], work: Path, config: PretrainConfig, log: Log) -> None:
     """Run fairseq-train (through sweeper's launcher) with all cores, printing a line
     every `steps / PROGRESS_LINES` updates; its full log goes to `work/train.log`."""
-    work.mkdir(parents=True)
     command = python_module_command(CHILD_MODULE, *args)
     started = time.monotonic()
     last_loss: list[float | None] = [None]
@@ -161,7 +181,7 @@ def _train(args: list[str], work: Path, config: PretrainConfig, log: Log) -> Non
                 last_loss[0] = event.loss
 
     with open(work / LOG_FILE, "w", encoding="utf-8") as out:
-        ended = stream_process(command, _pretrain_env(), out, on_line)
+        ended = stream_process(command, pretrain_env(), out, on_line)
     if ended.code != 0:
         raise TrainerError(
             f"pretraining (fairseq masked_lm) exited with code {ended.code}", ended.tail
@@ -171,7 +191,7 @@ def _train(args: list[str], work: Path, config: PretrainConfig, log: Log) -> Non
     (work / INFO_FILE).write_text(json.dumps(info, indent=2), encoding="utf-8")
 
 
-def _pretrain_env() -> dict[str, str]:
+def pretrain_env() -> dict[str, str]:
     """All cores, before the trials or beside them (the thread count changes the
     checkpoint, so it must not depend on where the stage runs; trials started beside it
     run at `sweeper.tune.pretrain_task.BESIDE_NICE`), with OpenMP threads that sleep
@@ -189,16 +209,25 @@ def _progress(split: str, step: int, steps: int, loss: float | None, started: fl
     return f"  pretrain step {step}/{steps}  {name} {shown} (nats)  {elapsed:.0f} s"
 
 
-def _publish(work: Path, final: Path) -> None:
-    """Move the finished checkpoint into its cache folder in one rename.
+def train_once(final: Path, train: Callable[[Path], None]) -> None:
+    """Run `train(work)` in a fresh temporary folder beside `final`, then move that
+    folder into place as `final` in one rename; `train` must leave `work/model.pt`.
 
-    If another process published the same key meanwhile, its identical result stands.
+    A killed run leaves no `final` behind (the temporary folder is removed on the way
+    out), so a later call never takes a half-written `model.pt` for finished. If another
+    process published the same key meanwhile, its identical result stands.
     """
-    (work / "checkpoints" / LAST).replace(work / MODEL_FILE)
-    shutil.rmtree(work / "checkpoints")
-    final.parent.mkdir(parents=True, exist_ok=True)
+    work = final.parent / f".tmp-{final.name}-{os.getpid()}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
     try:
-        work.rename(final)
-    except OSError:
-        if not (final / MODEL_FILE).is_file():
-            raise
+        train(work)
+        if not (work / MODEL_FILE).is_file():
+            raise RuntimeError(f"pretraining left no {MODEL_FILE} in {work}")
+        try:
+            work.rename(final)
+        except OSError:
+            if not (final / MODEL_FILE).is_file():
+                raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

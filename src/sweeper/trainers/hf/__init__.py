@@ -8,6 +8,10 @@
   lm_data.py      prompt/answer batches and the causal-LM measurements (also `--evaluate`)
   lm_trial.py     the causal-LM backend: inputs, trial jobs, its trainer (`LMTrainer`)
   lm_pretrain.py  the pretraining stage of a causal-LM sweep's `model.arch` decoder
+  roberta_causal_pretrain.py  the classifier's RoBERTa pretrained left to right (causal
+                  LM), the other objective beside fairseq's masked LM
+  roberta_causal_main.py      its child process: `RobertaForCausalLM` on the masked-LM
+                  stage's corpus, initial weights and recipe
 
 Importing this package loads neither torch nor transformers.
 """

@@ -125,7 +125,10 @@ def run(job: TrialJob, notice: Notice) -> dict[str, Any]:
     return output.metrics
 
 
-class _Progress(TrainerCallback):
+class PretrainProgress(TrainerCallback):
+    """Prints `pretrain step N/STEPS loss L` at each log point of a pretraining child
+    (`lm_pretrain.run_pretrain_child` relays these lines as the stage's progress)."""
+
     def on_log(self, args, state, control, logs=None, **kwargs):  # type: ignore[override]
         if logs and "loss" in logs:
             print(
@@ -169,7 +172,7 @@ def pretrain(settings: dict[str, Any]) -> None:
     )
     trainer = Trainer(model=model, args=args, train_dataset=rows, data_collator=collate)
     trainer.remove_callback(PrinterCallback)
-    trainer.add_callback(_Progress())
+    trainer.add_callback(PretrainProgress())
     trainer.train()
     model.save_pretrained(settings["out"])
 

@@ -23,8 +23,8 @@ from sweeper.data.lm_task import LMData
 from sweeper.models.llama import random_init
 from sweeper.spec.schema import SweepSpec
 from sweeper.trainers.base import warmup_updates
-from sweeper.trainers.fairseq.fairseq_pretrain import cache_key
-from sweeper.trainers.runner import TrainerError, python_module_command, stream_process, thread_env
+from sweeper.trainers.fairseq.fairseq_pretrain import cache_key, pretrain_env
+from sweeper.trainers.runner import TrainerError, python_module_command, stream_process
 
 Log = Callable[[str], None]
 CHILD_MODULE = "sweeper.trainers.hf.lm_main"
@@ -63,7 +63,7 @@ def pretrain_lm(spec: SweepSpec, data: LMData, log: Log = print) -> Path:
             "threads": os.cpu_count() or 1,
         }  # fmt: skip
         (work / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
-        _run(work, log)
+        run_pretrain_child(CHILD_MODULE, work / "settings.json", work, log, "causal LM")
         shutil.rmtree(work / "model" / "work", ignore_errors=True)
         final.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -77,16 +77,19 @@ def pretrain_lm(spec: SweepSpec, data: LMData, log: Log = print) -> Path:
     return final
 
 
-def _run(work: Path, log: Log) -> None:
-    command = python_module_command(CHILD_MODULE, "--pretrain", str(work / "settings.json"))
+def run_pretrain_child(module: str, settings: Path, work: Path, log: Log, what: str) -> None:
+    """Run `python -m module --pretrain SETTINGS` with every core (the masked_lm stage's
+    environment, `fairseq_pretrain.pretrain_env`), its output in `work/train.log`; each
+    `pretrain step` line it prints (`lm_main.PretrainProgress`) is logged with the
+    seconds since the start. A failed child is a TrainerError naming `what` and its tail."""
+    command = python_module_command(module, "--pretrain", str(settings))
     started = time.monotonic()
 
     def on_line(line: str) -> None:
         if line.lstrip().startswith("pretrain step"):
             log(f"{line.rstrip()}  {time.monotonic() - started:.0f} s")
 
-    env = thread_env(os.cpu_count() or 1)
     with open(work / LOG_FILE, "w", encoding="utf-8") as out:
-        ended = stream_process(command, env, out, on_line)
+        ended = stream_process(command, pretrain_env(), out, on_line)
     if ended.code != 0:
-        raise TrainerError(f"pretraining (causal LM) exited with code {ended.code}", ended.tail)
+        raise TrainerError(f"pretraining ({what}) exited with code {ended.code}", ended.tail)
