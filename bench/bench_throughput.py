@@ -78,7 +78,9 @@ def run_sweep(
     from sweeper.tracking import experiment_name, spec_store_uri
 
     extra = ["--tracking-uri", uri] if uri else []
-    timed = common.run_timed(common.sweeper_command("run", spec, *extra), env=env)
+    # from the sweep's folder: `python -m` puts the working folder first on sys.path,
+    # which must not be a checkout whose tests/support would shadow the code's own
+    timed = common.run_timed(common.sweeper_command("run", spec, *extra), env=env, cwd=spec.parent)
     loaded = load_spec(spec)
     client = MlflowClient(uri or spec_store_uri(loaded))
     experiment = client.get_experiment_by_name(experiment_name(loaded))
@@ -131,7 +133,11 @@ def count_requests(work: Path, trials: int, code: str, env: dict[str, str]) -> C
     name = f"requests-{code.split()[0]}"
     spec = write_sweep(work, name, trials)
     with mlflow_server(work / f"server-{name}") as server, slow_proxy(server.uri, 0) as proxy:
-        common.run_timed(common.sweeper_command("run", spec, "--tracking-uri", proxy.uri), env=env)
+        common.run_timed(
+            common.sweeper_command("run", spec, "--tracking-uri", proxy.uri),
+            env=env,
+            cwd=spec.parent,
+        )
     kinds: Counter[str] = Counter()
     for path, n in proxy.paths.items():
         path = re.sub(r"/artifacts/\d+/.*", "/artifacts/<exp>/... (files)", path)
@@ -155,9 +161,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="sweeper-bench-throughput-") as tmp:
         codes = {"this checkout": common.clean_env()}
-        if args.baseline:  # its src/ first, this checkout's root for the dummy plugin
-            src = common.code_of(args.baseline, Path(tmp) / "baseline-code")
-            path = os.pathsep.join([str(src), str(common.ROOT)])
+        if args.baseline:  # its src/ first, then its own dummy plugin (tests/support)
+            src = common.code_of(args.baseline, Path(tmp) / "baseline-code", "tests/support")
+            path = os.pathsep.join([str(src), str(src.parent)])
             codes = {args.baseline: {**common.clean_env(), "PYTHONPATH": path}, **codes}
         for store in STORES:  # each store's before and after next to each other in time
             for code, env in codes.items():
