@@ -23,6 +23,10 @@ Where and with what it runs:
 - with a remote artifact store the task publishes the checkpoint itself
   (`tracking.staging.publish`) and returns where it is, so a trial on another node
   fetches it like any staged input (docs/architecture.md, invariant 7).
+- with a `model.pretrain.objective` grid axis the one task trains each objective's
+  checkpoint, one after the other (each takes every core of the bundle's node), and
+  every `pretrained` trial waits for the whole stage: the simplest order that keeps one
+  reservation and one gate.
 
 A failed pretraining fails every `pretrained` trial with the stage's own error ("
 pretraining failed: ..."): they never start a trainer, their runs are marked FAILED with
