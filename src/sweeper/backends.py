@@ -19,8 +19,9 @@ invariant 4):
   `why_not`).
 
 What the backends of one task share is the task (`Task`): one preparation of the data
-and pretrained weights (invariant 2: the frameworks of a sweep read one encoding) and
-the task's own pre-flight checks. `register` refuses a backend whose task differs from
+and pretrained weights (invariant 2: the frameworks of a sweep read one encoding), the
+task's own pre-flight checks, and the pretraining stage of each objective it offers
+(`Task.pretrain`). `register` refuses a backend whose task differs from
 the one already registered under that name.
 
 Spec validation (an unknown framework, a task no framework runs, "causal_lm has no
@@ -75,6 +76,12 @@ class Task:
     """The `data.format`s its preparation reads; empty: every format."""
     tokenizer: bool = True
     """Whether its preparation trains a tokenizer from the data (`model.tokenizer`)."""
+    pretrain: Mapping[str, str] = field(default_factory=dict)
+    """`model.pretrain.objective` -> `"module:function"`, `(spec, prepared, log) ->
+    Path`: the stage that pretrains the task's model with that objective, in the
+    framework that does it natively (its checkpoint starts every framework's trials).
+    Empty: the task's preparation has one pretraining of its own, and the spec may not
+    choose an objective."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +113,10 @@ CLASSIFICATION = Task(
     prepare="sweeper.trainers.classification:prepare_inputs",
     check="sweeper.engine.preflight:check_classification",
     params="sweeper.cli.params:classification_params",
+    pretrain={
+        "masked_lm": "sweeper.trainers.fairseq.fairseq_pretrain:pretrain",
+        "causal_lm": "sweeper.trainers.hf.roberta_causal_pretrain:pretrain_causal",
+    },
 )
 CAUSAL_LM = Task(
     "causal_lm",

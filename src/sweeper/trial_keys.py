@@ -17,13 +17,15 @@ from typing import Any
 
 from sweeper import backends
 from sweeper.redact import safe_name
+from sweeper.spec.model_block import DEFAULT_OBJECTIVE, OBJECTIVE_AXIS
 from sweeper.spec.schema import SweepSpec
 
 KEYED_WHEN_SET: dict[str, Any] = {"precision": "fp32"}
 """Recipe fields added after trial keys were first recorded, with the value every older
 trial ran with: at that value a field is left out of the key, so a store made before the
 field existed resumes and summarises under the same keys (docs/architecture.md,
-invariant 1). Its MLflow param is logged either way."""
+invariant 1). Its MLflow param is logged either way. The pretraining objective is kept
+the same way: `DEFAULT_OBJECTIVE` leaves it out of the key (`Trial.key`)."""
 _ALWAYS = object()
 
 
@@ -40,6 +42,10 @@ class Trial:
     """The resolved recipe (spec.train with this trial's grid/search values applied)."""
     lora: dict[str, Any] | None
     """Resolved LoRA settings; None unless method is `lora`."""
+    objective: str | None = None
+    """The pretraining objective of the checkpoint a `pretrained` trial starts from
+    (`model.pretrain.objective`, or its grid value); None where it means nothing: a
+    `random` trial, a given `model.checkpoint`, a task with one pretraining of its own."""
     varied: dict[str, Any] = field(default_factory=dict)
     """The dotted grid/search values that distinguish this trial within its group."""
     stage: str = "grid"
@@ -72,6 +78,8 @@ class Trial:
             "train": self.train,
             "lora": self.lora,
         }
+        if self.objective is not None:
+            identity[OBJECTIVE_AXIS] = self.objective
         if self.stage == "search":
             identity["stage"] = self.stage
         return identity
@@ -84,6 +92,8 @@ class Trial:
             for name, value in self.train.items()
             if KEYED_WHEN_SET.get(name, _ALWAYS) != value
         }
+        if identity.get(OBJECTIVE_AXIS) == DEFAULT_OBJECTIVE:
+            del identity[OBJECTIVE_AXIS]  # keys recorded before the objective existed
         canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
@@ -131,7 +141,9 @@ def make_trial(
     method: str,
     varied: dict[str, Any] | None = None,
 ) -> Trial:
-    """Resolve one trial: apply its dotted values to the recipe and LoRA blocks."""
+    """Resolve one trial: apply its dotted values to the recipe and LoRA blocks, and
+    its pretraining objective (`pretrained` trials only)."""
+    objective = _pretrained_objective(spec) if init == "pretrained" else None
     blocks = {
         "train": spec.train.model_dump(mode="json"),
         "lora": spec.lora.model_dump(mode="json"),
@@ -141,7 +153,12 @@ def make_trial(
         block, _, name = dotted.partition(".")
         if block == "lora" and method != "lora":
             continue  # LoRA values mean nothing to full fine-tuning: same trial, same key
-        blocks[block][name] = value
+        if dotted == OBJECTIVE_AXIS:
+            if objective is None:
+                continue  # nor an objective to a trial that is not pretrained by sweeper
+            objective = str(value)
+        else:
+            blocks[block][name] = value
         kept[dotted] = value
     # Re-validate so grid/search values obey the same bounds as the YAML itself.
     train = type(spec.train).model_validate(blocks["train"]).model_dump(mode="json")
@@ -154,5 +171,26 @@ def make_trial(
         method=method,
         train=train,
         lora=lora if method == "lora" else None,
+        objective=objective,
         varied=kept,
     )
+
+
+def objectives(spec: SweepSpec) -> list[str]:
+    """The pretraining objectives the spec's `pretrained` trials start from, grid order
+    (its `model.pretrain.objective` values, else the field); empty when sweeper
+    pretrains nothing with an objective (no `pretrained` init, a given checkpoint, a
+    task with one pretraining: `sweeper.backends.Task.pretrain`)."""
+    default = _pretrained_objective(spec)
+    if "pretrained" not in spec.grid.init or default is None:
+        return []
+    asked = spec.grid.params.get(OBJECTIVE_AXIS, [default])
+    return list(dict.fromkeys(str(value) for value in asked))
+
+
+def _pretrained_objective(spec: SweepSpec) -> str | None:
+    """`model.pretrain.objective` where sweeper pretrains with an objective, else None."""
+    pretrain = spec.model.pretrain
+    if pretrain is None or spec.model.checkpoint is not None:
+        return None
+    return pretrain.objective if backends.task(spec.task).pretrain else None

@@ -116,4 +116,4 @@ def test_on_a_tracking_server_the_stage_publishes_its_checkpoint(tmp_path, tmp_p
     assert sorted(r.info.status for r in trials) == ["FINISHED", "FINISHED"]
     markers = (tmp_path / "server" / "artifacts").glob("*/inputs/*/complete.json")
     roles = {json.loads(marker.read_text(encoding="utf-8"))["role"] for marker in markers}
-    assert roles == {"fairseq_data", "hf_data", "pretrained"}
+    assert roles == {"fairseq_data", "hf_data", "pretrained:masked_lm"}

@@ -39,7 +39,12 @@ def driver_inputs(root: Path) -> SweepInputs:
     pretrained.parent.mkdir()
     pretrained.write_bytes(b"weights" * 2000)
     return SweepInputs(
-        {"fairseq": fairseq.parent, "hf": hf}, root / "prepared", 50, 2, 1, pretrained
+        {"fairseq": fairseq.parent, "hf": hf},
+        root / "prepared",
+        50,
+        2,
+        1,
+        {None: pretrained},
     )
 
 

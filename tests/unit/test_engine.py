@@ -178,7 +178,7 @@ def _inputs(tmp_path: Path):
     from sweeper.trainers.trial_pipeline import SweepInputs
 
     return SweepInputs(
-        {"fairseq": tmp_path / "fs", "hf": tmp_path / "hf"}, tmp_path, 100, 2, 80, None
+        {"fairseq": tmp_path / "fs", "hf": tmp_path / "hf"}, tmp_path, 100, 2, 80, {}
     )
 
 

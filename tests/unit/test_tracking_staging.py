@@ -33,7 +33,9 @@ def make_inputs(root: Path) -> SweepInputs:
     pretrained = root / "pretrain" / "checkpoint_best.pt"
     pretrained.parent.mkdir()
     pretrained.write_bytes(b"weights" * 50)
-    return SweepInputs({"fairseq": fairseq, "hf": hf}, root / "prepared", 10, 2, 1, pretrained)
+    return SweepInputs(
+        {"fairseq": fairseq, "hf": hf}, root / "prepared", 10, 2, 1, {"masked_lm": pretrained}
+    )
 
 
 @pytest.fixture
@@ -71,7 +73,7 @@ def test_tree_digest_follows_content_and_names(tmp_path: Path):
 
 def test_publish_once_per_content(published, tmp_path: Path):
     inputs, staged, store, lines = published
-    assert [s.role for s in staged] == ["fairseq_data", "hf_data", "pretrained"]
+    assert [s.role for s in staged] == ["fairseq_data", "hf_data", "pretrained:masked_lm"]
     assert all("uploaded" in line for line in lines)
     again: list[str] = []
     assert publish(inputs, str(store), "", log=again.append) == staged
@@ -96,7 +98,7 @@ def test_a_node_without_the_driver_files_downloads_and_then_hits_the_cache(
         path = role_path(local, item.role)
         assert cache in path.parents
         assert tree_digest(path) == item.digest
-    assert local.pretrained.name == "checkpoint_best.pt"
+    assert local.pretrained["masked_lm"].name == "checkpoint_best.pt"
 
     def no_network(*_: object, **__: object):
         raise AssertionError("a cache hit must not download")
@@ -117,7 +119,7 @@ def test_different_content_at_the_driver_path_is_not_used(published, tmp_path: P
 def test_a_corrupted_download_is_refused(published, tmp_path: Path):
     inputs, staged, store, _ = published
     shutil.rmtree(tmp_path / "driver")
-    item = next(s for s in staged if s.role == "pretrained")
+    item = next(s for s in staged if s.role == "pretrained:masked_lm")
     stored = store / "inputs" / item.digest / "data" / "checkpoint_best.pt"
     stored.write_bytes(b"torn")
     cache = tmp_path / "cache"

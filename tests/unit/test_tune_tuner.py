@@ -26,7 +26,7 @@ def _ctx(tmp_path: Path):
     raw["grid"] = {"seed": [1, 2], "init": ["random"], "framework": ["hf"]}
     spec = validate_mapping(raw, "spec.yaml", base_dir=tmp_path)
     trials = {t.key: t for t in expand(spec)[0]}
-    inputs = SweepInputs({"fairseq": tmp_path, "hf": tmp_path}, tmp_path, 100, 2, 80, None)
+    inputs = SweepInputs({"fairseq": tmp_path, "hf": tmp_path}, tmp_path, 100, 2, 80, {})
     return TrialContext(spec, trials, inputs, {}, "sqlite:///x.db", threads=2)
 
 

@@ -122,8 +122,7 @@ def _pretrain(work: Path, root: Path, corpus: Path, steps: int, seed: int) -> Pa
                  root / MODEL / "sentencepiece.bpe.model", root / MODEL / "dict.txt",
                  pretrain=pretrain_block)  # fmt: skip
     inputs = prepare_inputs(spec, log=lambda line: print(f"      {line}", flush=True))
-    assert inputs.pretrained is not None  # the spec has model.pretrain and init pretrained
-    return inputs.pretrained
+    return inputs.pretrained["masked_lm"]  # the default objective of model.pretrain
 
 
 def _spec(work: Path, data: dict, sentencepiece: Path, dictionary: Path, pretrain: dict | None):

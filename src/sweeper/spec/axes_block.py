@@ -10,6 +10,7 @@ from pydantic import (
     model_validator,
 )
 
+from sweeper.spec.model_block import OBJECTIVE_AXIS
 from sweeper.spec.strict import Strict
 from sweeper.spec.train_block import check_tunable
 
@@ -35,7 +36,8 @@ class GridConfig(Strict):
     """`full`: every weight trains; `lora`: only the `lora:` adapters (and a classifier's
     head) train, through PEFT, on `hf` only (other combinations are skipped with a note)."""
     params: dict[str, list[Any]] = Field(default_factory=dict)
-    """Extra axes by dotted field, e.g. `train.lr: [1e-5, 3e-5]` or `lora.r: [8, 16]`."""
+    """Extra axes by dotted field, e.g. `train.lr: [1e-5, 3e-5]`, `lora.r: [8, 16]` or
+    `model.pretrain.objective: [masked_lm, causal_lm]`."""
 
     @model_validator(mode="after")
     def _known_params(self) -> GridConfig:
@@ -109,4 +111,9 @@ class SearchConfig(Strict):
     def _known_space(self) -> SearchConfig:
         for key in self.space:
             check_tunable(key)
+            if key == OBJECTIVE_AXIS:
+                raise ValueError(
+                    f"{OBJECTIVE_AXIS} is a grid axis only (grid.params): each objective's "
+                    "checkpoint is pretrained before the trials that start from it"
+                )
         return self

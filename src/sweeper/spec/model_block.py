@@ -12,6 +12,12 @@ from pydantic import (
 
 from sweeper.spec.strict import SpecPath, Strict
 
+Objective = Literal["masked_lm", "causal_lm"]
+DEFAULT_OBJECTIVE: Objective = "masked_lm"
+OBJECTIVE_AXIS = "model.pretrain.objective"
+"""The pretraining objective as a grid axis (`grid.params`), spelled as the spec writes
+the field; the one field outside `train:` and `lora:` an axis may vary."""
+
 
 class ArchConfig(Strict):
     """A RoBERTa encoder; the same numbers build the fairseq and the HF model."""
@@ -42,7 +48,17 @@ class ArchConfig(Strict):
 
 
 class PretrainConfig(Strict):
-    """fairseq `masked_lm` on the unlabeled corpus, producing the pretrained checkpoint."""
+    """Pretraining on the unlabeled corpus, producing the pretrained checkpoint."""
+
+    objective: Objective = DEFAULT_OBJECTIVE
+    """What the classifier's encoder learns to predict before fine-tuning: `masked_lm`
+    (RoBERTa's: masked tokens from both sides, trained by fairseq) or `causal_lm` (each
+    next token from the ones before it, trained by HF's `RobertaForCausalLM`). Either
+    checkpoint starts both frameworks' trials. A grid axis too
+    (`grid.params: {model.pretrain.objective: [masked_lm, causal_lm]}`): each objective
+    is pretrained once and its `pretrained` trials start from it; `random` trials ignore
+    it. Part of the trial key when not `masked_lm`. Classification only (a causal-LM
+    sweep's decoder has one pretraining)."""
 
     steps: int = Field(2000, ge=1)
     """Updates the pretraining stage runs."""
@@ -54,8 +70,9 @@ class PretrainConfig(Strict):
     warmup_ratio: float = Field(0.06, ge=0, lt=1)
     """Fraction of `steps` spent warming the learning rate up linearly from 0."""
     mask_prob: float = Field(0.15, gt=0, lt=1)
-    """Fraction of tokens masked for fairseq's `masked_lm` (0.15: RoBERTa's). Not used by a
-    causal-LM sweep's pretraining, which predicts every next token."""
+    """Fraction of tokens masked for fairseq's `masked_lm` (0.15: RoBERTa's). Not used by the
+    `causal_lm` objective or a causal-LM sweep's pretraining, which predict every next
+    token."""
     seed: int = 0
     """Seed of the pretraining run (fairseq `--seed`; for a causal-LM sweep also the random
     weights the decoder starts from). Part of the checkpoint's cache key."""

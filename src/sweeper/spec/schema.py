@@ -26,7 +26,7 @@ from sweeper.record_names import TASK_CLASSIFICATION, TASK_METRICS
 from sweeper.spec.axes_block import GridConfig, SearchConfig
 from sweeper.spec.cost_block import CostConfig
 from sweeper.spec.data_block import DataConfig
-from sweeper.spec.model_block import ModelConfig
+from sweeper.spec.model_block import DEFAULT_OBJECTIVE, OBJECTIVE_AXIS, ModelConfig
 from sweeper.spec.select_block import CompareConfig, SelectConfig
 from sweeper.spec.strict import SpecPath, Strict
 from sweeper.spec.train_block import LoraConfig, TrainConfig
@@ -188,6 +188,33 @@ class SweepSpec(Strict):
             raise ValueError(
                 "train.precision fp16 runs on CUDA only, and resources.gpu is 0 (trials run "
                 "on CPU): use bf16 or fp32 on CPU, or give each trial a GPU"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _objectives_are_pretrained(self) -> SweepSpec:
+        """An objective other than the default, on the field or as a grid axis, names a
+        pretraining stage this sweep runs: `model.pretrain` is set and its task offers
+        the objective (`sweeper.backends.Task.pretrain`)."""
+        values = self.grid.params.get(OBJECTIVE_AXIS)
+        pretrain = self.model.pretrain
+        chosen = values or (
+            [pretrain.objective] if pretrain and pretrain.objective != DEFAULT_OBJECTIVE else []
+        )
+        if not chosen:
+            return self
+        if pretrain is None:
+            raise ValueError(
+                f"grid.params.{OBJECTIVE_AXIS} needs `model.pretrain`: the objectives "
+                "are stages sweeper pretrains itself, not `model.checkpoint`"
+            )
+        offered = backends.task(self.task).pretrain if self.task in backends.tasks() else {}
+        unknown = [v for v in chosen if v not in offered]
+        if unknown:
+            known = ", ".join(offered) or f"none: a {self.task} sweep has one pretraining"
+            raise ValueError(
+                f"{OBJECTIVE_AXIS} {unknown[0]!r} is not an objective of task "
+                f"{self.task} (objectives: {known})"
             )
         return self
 

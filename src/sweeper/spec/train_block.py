@@ -1,5 +1,5 @@
-"""`train:` and `lora:`: the fine-tuning recipe both frameworks get, and which of its
-fields grid and search axes may vary."""
+"""`train:` and `lora:`: the fine-tuning recipe both frameworks get, and which fields
+grid and search axes may vary."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pydantic import (
     Field,
 )
 
+from sweeper.spec.model_block import OBJECTIVE_AXIS
 from sweeper.spec.strict import Strict
 
 Precision = Literal["fp32", "fp16", "bf16"]
@@ -82,11 +83,17 @@ class LoraConfig(Strict):
 
 
 def check_tunable(key: str) -> None:
-    """Grid and search axes may vary recipe fields (`train.*`) and LoRA fields (`lora.*`)."""
+    """Grid and search axes may vary recipe fields (`train.*`), LoRA fields (`lora.*`)
+    and the pretraining objective (`model.pretrain.objective`: a trial's starting
+    weights, chosen among checkpoints pretrained once each)."""
+    if key == OBJECTIVE_AXIS:
+        return
     blocks: dict[str, type[BaseModel]] = {"train": TrainConfig, "lora": LoraConfig}
     block, _, name = key.partition(".")
     if block not in blocks or name not in blocks[block].model_fields:
         known = [f"{b}.{f}" for b, m in blocks.items() for f in m.model_fields]
-        close = difflib.get_close_matches(key, known, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else " (train.* or lora.* fields)"
+        close = difflib.get_close_matches(key, [*known, OBJECTIVE_AXIS], n=1)
+        hint = (
+            f"; did you mean {close[0]!r}?" if close else f" (train.*, lora.* or {OBJECTIVE_AXIS})"
+        )
         raise ValueError(f"{key!r} is not a tunable field{hint}")

@@ -4,7 +4,10 @@ Every axis that varies is compared: framework, init, method and each grid parame
 Two groups are compared when they differ on that axis alone and agree on every other
 one; a parameter that one method ignores (`lora.*` for full fine-tuning) is not
 "another axis" of a method comparison, so full fine-tuning is compared with each LoRA
-group, and LoRA groups with each other along `lora.r`.
+group, and LoRA groups with each other along `lora.r`. Likewise the pretraining
+objective (`model.pretrain.objective`), which `random` trials ignore, is not another
+axis of an init comparison: each objective's pretrained group is compared with the
+random one, and the objectives with each other within each framework.
 
 Pairing (docs/architecture.md, "Statistics"): every trial's randomness comes from its
 seed, and two trials of one seed that differ on one axis share
@@ -43,8 +46,10 @@ import math
 import re
 from collections.abc import Iterator, Sequence
 from itertools import combinations
+from typing import get_args
 
 from sweeper import backends
+from sweeper.spec.model_block import OBJECTIVE_AXIS, Objective
 from sweeper.summarize.records import Comparison, CountedTrial, GroupStats
 from sweeper.summarize.stats import (
     BOOTSTRAP_MIN_N,
@@ -69,10 +74,14 @@ ORDER = {
     "init": ("pretrained", "random"),
     "framework": (),
     "method": ("full", "lora"),
+    OBJECTIVE_AXIS: get_args(Objective),
 }
-"""Which value is A in `A - B` on the fixed axes (the reference setup first); the
-frameworks' order is the backend table's (`sweeper.backends.frameworks`, built-ins
-first), read when comparing."""
+"""Which value is A in `A - B` on the fixed axes and the objective (the reference setup
+first: `masked_lm - causal_lm`); the frameworks' order is the backend table's
+(`sweeper.backends.frameworks`, built-ins first), read when comparing."""
+IGNORED_BY = {"method": "lora.", "init": OBJECTIVE_AXIS}
+"""Per fixed axis, the parameters (by prefix) that one of its values ignores: a
+difference there is no other axis of that axis' comparison."""
 PAIRED_AXES = frozenset({"init", "framework", "method", "parameter"})
 _VARIANT_SPLIT = re.compile(r",(?=[A-Za-z_][\w]*\.[\w.]+=)")
 
@@ -129,8 +138,7 @@ def pairs(groups: Sequence[GroupStats]) -> Iterator[tuple[str, GroupStats, Group
 
 def _same_elsewhere(axis: str, ca: dict[str, str], cb: dict[str, str]) -> bool:
     ignore = {axis}
-    if axis == "method":  # LoRA's own parameters mean nothing to full fine-tuning
-        ignore |= {k for k in (*ca, *cb) if k.startswith("lora.")}
+    ignore |= {k for k in (*ca, *cb) if _ignored(axis, k)}
     keys = (set(ca) | set(cb)) - ignore
     return all(ca.get(k) == cb.get(k) for k in keys)
 
@@ -154,12 +162,21 @@ def _sort_key(value: str) -> tuple:
         return (1, 0.0, value)
 
 
+def _ignored(axis: str, key: str) -> bool:
+    """Whether the parameter `key` is one that a value of `axis` ignores (`IGNORED_BY`)."""
+    prefix = IGNORED_BY.get(axis)
+    return prefix is not None and key.startswith(prefix)
+
+
 def _label(axis: str, group: GroupStats) -> str:
+    """The group's side of `A - B`: its value on the axis, with the parameters the axis'
+    other value ignores (they are not in `within`)."""
     if axis in AXES:
         value = coordinates(group)[axis]
         if axis == "method" and group.variant:
             return f"{value}[{group.variant}]"
-        return value
+        own = [f"{k}={v}" for k, v in variant_values(group.variant).items() if _ignored(axis, k)]
+        return f"{value}[{','.join(own)}]" if own else value
     return f"{axis}={coordinates(group).get(axis, '')}"
 
 
@@ -169,7 +186,7 @@ def _within(axis: str, a: GroupStats) -> str:
     params = [
         f"{k}={v}"
         for k, v in coords.items()
-        if k not in AXES and k != axis and not (axis == "method" and k.startswith("lora."))
+        if k not in AXES and k != axis and not _ignored(axis, k)
     ]
     return "/".join(fixed) + (f"[{','.join(params)}]" if params else "")
 

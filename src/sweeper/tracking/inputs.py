@@ -5,7 +5,8 @@ A trial key hashes the sweep name, seed, init, framework, method and the resolve
 the whole sweep, so it is fingerprinted once per sweep instead: the model architecture,
 the data (every byte the prepared ids come from, `sweeper.data.prepare.content_hash`,
 and the generator's settings for a generated corpus), and the pretrained weights (the
-checkpoint file's hash, or the pretraining recipe). The parent run and every trial run
+checkpoint file's hash, or the pretraining recipe but its objective, which is a
+trial's own and enters its key). The parent run and every trial run
 carry it as the `sweeper.inputs` tag.
 
 `--resume` (and each `--until-decided` round) compares the spec's fingerprint with
@@ -46,7 +47,9 @@ def inputs_fingerprint(spec: SweepSpec) -> dict[str, str]:
     if model.checkpoint is not None:
         parts["pretrained"] = _file(model.checkpoint)
     elif model.pretrain is not None:
-        parts["pretrained"] = _digest({"pretrain": model.pretrain.model_dump(mode="json")})
+        # The objective is each trial's own (its key), not the sweep's: left out.
+        recipe = model.pretrain.model_dump(mode="json", exclude={"objective"})
+        parts["pretrained"] = _digest({"pretrain": recipe})
     return parts
 
 

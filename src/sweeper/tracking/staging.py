@@ -52,8 +52,10 @@ PAYLOAD = "data"
 MARKER = "complete.json"
 """Uploaded last: an input folder without it is an interrupted upload, done again."""
 PRETRAINED = "pretrained"
-"""The role of `SweepInputs.pretrained`; a prepared folder's is `<format>_data`, after
-its key in `SweepInputs.data` (`fairseq_data`, `hf_data`, `lm_data`)."""
+"""The role of a `SweepInputs.pretrained` entry without an objective; an objective's
+checkpoint's is `pretrained:<objective>` (`pretrained_role`); a prepared folder's is
+`<format>_data`, after its key in `SweepInputs.data` (`fairseq_data`, `hf_data`,
+`lm_data`)."""
 DATA_ROLE = "_data"
 
 Log = Callable[[str], None]
@@ -149,19 +151,31 @@ def localize(
     if not changes:
         return inputs
     data = {key: changes.get(key + DATA_ROLE, path) for key, path in inputs.data.items()}
-    return replace(inputs, data=data, pretrained=changes.get(PRETRAINED, inputs.pretrained))
+    pretrained = {
+        objective: changes.get(pretrained_role(objective), path)
+        for objective, path in inputs.pretrained.items()
+    }
+    return replace(inputs, data=data, pretrained=pretrained)
+
+
+def pretrained_role(objective: str | None) -> str:
+    """The role of the pretrained weights of `objective` (None: weights without one)."""
+    return PRETRAINED if objective is None else f"{PRETRAINED}:{objective}"
 
 
 def input_roles(inputs: SweepInputs) -> list[str]:
     """Every input a trial reads from disk: each prepared folder, the pretrained weights."""
-    return [key + DATA_ROLE for key in inputs.data] + [PRETRAINED]
+    return [key + DATA_ROLE for key in inputs.data] + [
+        pretrained_role(objective) for objective in inputs.pretrained
+    ]
 
 
 def role_path(inputs: SweepInputs, role: str) -> Path | None:
     """The path of `role` (see `input_roles`) in `inputs`; None when it has none."""
-    if role == PRETRAINED:
-        return inputs.pretrained
-    return inputs.data[role.removesuffix(DATA_ROLE)]
+    if role.endswith(DATA_ROLE):
+        return inputs.data[role.removesuffix(DATA_ROLE)]
+    objective = role.partition(":")[2] or None
+    return inputs.pretrained.get(objective)
 
 
 def fetch(item: StagedInput, tracking_uri: str, cache: Path) -> Path:

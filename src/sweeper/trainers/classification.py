@@ -4,10 +4,11 @@ Both built-in classification backends (`sweeper.backends`: fairseq and hf) name 
 functions, so their trials read one encoding and start from one weights file
 (docs/architecture.md, invariant 2): `prepare_inputs` prepares the data once per sweep
 (`sweeper.data.prepare`: a folder of the same ids per backend format, each written by
-its `Backend.write`: the built-ins' `fairseq` and `hf`) and the pretrained checkpoint
-(trained by the fairseq pretraining stage, or `model.checkpoint`); `build_job` writes a
-trial's initial weights (`sweeper.models.init`) and gives the job the folder its
-backend reads.
+its `Backend.write`: the built-ins' `fairseq` and `hf`) and the pretrained checkpoints
+(`model.checkpoint`, or one per pretraining objective the grid asks for, each trained
+by its stage in the backend table, `Task.pretrain`: fairseq's masked LM, HF's causal
+LM); `build_job` writes a trial's initial weights (`sweeper.models.init`) from its
+objective's checkpoint and gives the job the folder its backend reads.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from sweeper.record_names import METRIC_VALID_ACC
 from sweeper.spec.schema import SweepSpec
 from sweeper.trainers.base import TrialJob
 from sweeper.trainers.trial_pipeline import SweepInputs
-from sweeper.trial_keys import Trial
+from sweeper.trial_keys import Trial, objectives
 
 Log = Callable[[str], None]
 
@@ -30,20 +31,19 @@ Log = Callable[[str], None]
 def prepare_inputs(
     spec: SweepSpec, log: Log = print, need_pretrained: bool = True, force: bool = False
 ) -> SweepInputs:
-    """Prepare data and (if asked) the pretrained checkpoint; both cached across calls.
+    """Prepare data and (if asked) the pretrained checkpoints; all cached across calls.
     `force`: rebuild the prepared folder (and regenerate the demo corpus)."""
     from sweeper.data import prepare
 
     prepared = prepare(spec, log=log, force=force)
     check_classes(spec, prepared.labels)
-    pretrained: Path | None = None
+    pretrained: dict[str | None, Path] = {}
     if need_pretrained and "pretrained" in spec.grid.init:
         if spec.model.checkpoint is not None:
-            pretrained = pretrained_file(spec, prepared.vocab_size, prepared.dictionary, log)
-        else:
-            from sweeper.trainers.fairseq.fairseq_pretrain import pretrain
-
-            pretrained = pretrain(spec, prepared, log=log)
+            pretrained[None] = pretrained_file(spec, prepared.vocab_size, prepared.dictionary, log)
+        for objective in objectives(spec):  # one after the other, each cached by content
+            stage = backends.load(backends.task(spec.task).pretrain[objective])
+            pretrained[objective] = stage(spec, prepared, log)
     return SweepInputs(
         data={folder: Path(prepared.root) / folder for folder in backends.writers(spec.task)},
         root=Path(prepared.root),
@@ -110,7 +110,7 @@ def build_job(
         num_classes=int(trial.train["num_classes"]),
         init=trial.init,
         seed=trial.seed,
-        pretrained=inputs.pretrained if trial.init == "pretrained" else None,
+        pretrained=inputs.pretrained_for(trial) if trial.init == "pretrained" else None,
         out_dir=spec.output_dir / "init",
     )
     return TrialJob(

@@ -42,9 +42,19 @@ class SweepInputs:
     """Classes the data's labels have (a trial's head has `train.num_classes`, at least
     these); 0 for a task without classes."""
     num_train: int
-    pretrained: Path | None
+    pretrained: dict[str | None, Path]
     """The `pretrained` init's weights (a file or folder, as the task's trials start
-    from); None when the grid has no such init."""
+    from) by pretraining objective (`Trial.objective`: one checkpoint per objective
+    the grid asks for; the key None for weights without one, a given
+    `model.checkpoint` or a task's own pretraining); empty when not prepared."""
+
+    def pretrained_for(self, trial: Trial) -> Path:
+        """The weights the `pretrained` trial starts from: its objective's checkpoint;
+        ValueError when they were not prepared."""
+        if trial.objective not in self.pretrained:
+            what = f"the {trial.objective} checkpoint" if trial.objective else "its weights"
+            raise ValueError(f"a pretrained trial needs {what}, which were not prepared")
+        return self.pretrained[trial.objective]
 
 
 def prepare_inputs(spec: SweepSpec, log: Log = print, need_pretrained: bool = True) -> SweepInputs:

@@ -23,6 +23,10 @@ Where and with what it runs:
 - with a remote artifact store the task publishes the checkpoint itself
   (`tracking.staging.publish`) and returns where it is, so a trial on another node
   fetches it like any staged input (docs/architecture.md, invariant 7).
+- with a `model.pretrain.objective` grid axis the one task trains each objective's
+  checkpoint, one after the other (each takes every core of the bundle's node), and
+  every `pretrained` trial waits for the whole stage: the simplest order that keeps one
+  reservation and one gate.
 
 A failed pretraining fails every `pretrained` trial with the stage's own error ("
 pretraining failed: ..."): they never start a trainer, their runs are marked FAILED with
@@ -39,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sweeper.spec.schema import SweepSpec
-from sweeper.tracking.staging import PRETRAINED, StagedInput
+from sweeper.tracking.staging import StagedInput, pretrained_role
 from sweeper.trainers.runner import TrainerError
 from sweeper.trainers.trial_pipeline import SweepInputs
 
@@ -64,7 +68,8 @@ NODE_SHARE = 0.001
 class Pretrained:
     """What the pretraining task returns."""
 
-    path: Path
+    paths: dict[str | None, Path]
+    """The checkpoint of each objective the grid asks for (`SweepInputs.pretrained`)."""
     staged: tuple[StagedInput, ...]
     """The checkpoint as published to a remote artifact store; empty with a local one."""
     log: tuple[str, ...]
@@ -73,8 +78,9 @@ class Pretrained:
 
 
 def pretrain_task(spec: SweepSpec, root_uri: str | None, tracking_uri: str) -> Pretrained:
-    """The Ray task: the spec's pretrained checkpoint (trained, or found in the cache),
-    published when `root_uri` (a remote artifact root) is given."""
+    """The Ray task: the spec's pretrained checkpoints, one per objective its grid asks
+    for, one after the other (trained, or found in the cache), published when
+    `root_uri` (a remote artifact root) is given."""
     from sweeper.logs import quiet_root_logger
     from sweeper.tracking.staging import publish
     from sweeper.trainers.trial_pipeline import prepare_inputs
@@ -85,10 +91,10 @@ def pretrain_task(spec: SweepSpec, root_uri: str | None, tracking_uri: str) -> P
         inputs = prepare_inputs(spec, log=lines.append)
     finally:
         quiet_root_logger()
-    assert inputs.pretrained is not None
+    assert inputs.pretrained
     staged: tuple[StagedInput, ...] = ()
     if root_uri is not None:
-        roles = (PRETRAINED,)
+        roles = [pretrained_role(objective) for objective in inputs.pretrained]
         staged = tuple(publish(inputs, root_uri, tracking_uri, log=lines.append, roles=roles))
     return Pretrained(inputs.pretrained, staged, tuple(lines), time.monotonic() - started)
 
@@ -104,7 +110,7 @@ def pretrained_inputs(
         done: Pretrained = ray.get(ref)
     except Exception as exc:
         raise stage_error(exc) from None
-    return replace(inputs, pretrained=done.path), (*staged, *done.staged)
+    return replace(inputs, pretrained=done.paths), (*staged, *done.staged)
 
 
 def running(ref: Any) -> bool:

@@ -106,13 +106,15 @@ def cache_key(
 
     `variant`: what another pretraining stage on the same inputs does differently (its
     objective, its own format version); it enters the hash only when given, so two
-    stages never share a key while this stage's keys stay as they are.
+    stages never share a key while this stage's keys stay as they are. The recipe's
+    `objective` field is left out for the same reason: it chooses the stage (whose
+    `variant` says so), and the masked-LM keys stay those made before it existed.
     """
     digest = hashlib.sha256()
     recipe: dict[str, Any] = {
         "format": FORMAT_VERSION,
         "arch": arch.model_dump(mode="json"),
-        "pretrain": config.model_dump(mode="json"),
+        "pretrain": config.model_dump(mode="json", exclude={"objective"}),
     }
     if variant is not None:
         recipe["variant"] = dict(variant)

@@ -32,14 +32,14 @@ def prepare_inputs(
     from sweeper.data.lm_task import prepare_lm
 
     data = prepare_lm(spec, log)
-    pretrained: Path | None = None
+    pretrained: dict[str | None, Path] = {}
     if need_pretrained and "pretrained" in spec.grid.init:
         if spec.model.checkpoint is not None:
-            pretrained = spec.model.checkpoint
+            pretrained[None] = spec.model.checkpoint
         else:
             from sweeper.trainers.hf.lm_pretrain import pretrain_lm
 
-            pretrained = pretrain_lm(spec, data, log)
+            pretrained[None] = pretrain_lm(spec, data, log)
     return SweepInputs(
         data={"lm": data.dir},
         root=data.dir.parent,
@@ -65,9 +65,7 @@ def build_job(
     arch = spec.model.arch.model_copy(update={"vocab_size": inputs.vocab_size})
     arch_fields = arch.model_dump(mode="json")
     if trial.init == "pretrained":
-        if inputs.pretrained is None:
-            raise ValueError("a pretrained trial needs the pretrained decoder")
-        init = inputs.pretrained
+        init = inputs.pretrained_for(trial)
     else:
         init = random_init(arch_fields, inputs.vocab_size, trial.seed, spec.output_dir / "init")
     select = spec.select
