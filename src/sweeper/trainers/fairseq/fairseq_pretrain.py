@@ -61,22 +61,21 @@ def pretrain(spec: SweepSpec, prepared: HasPretrainDir, log: Log = print) -> Pat
     config, data = pretrain_inputs(spec, prepared)
     arch = spec.model.arch
     final = Path(spec.output_dir) / "pretrained" / cache_key(data, arch, config)
-    if (final / MODEL_FILE).is_file():
-        log(f"pretrained checkpoint (cached): {final / MODEL_FILE}")
-        return final / MODEL_FILE
-    log(
-        f"pretraining {arch.layers}-layer {arch.embed_dim}-dim RoBERTa (masked LM): "
-        f"{config.steps} steps of batch {config.batch_size} -> {final}"
-    )
 
     def train(work: Path) -> None:
         _train(masked_lm_args(data, arch, config, work / "checkpoints"), work, config, log)
         (work / "checkpoints" / LAST).replace(work / MODEL_FILE)
         shutil.rmtree(work / "checkpoints")
 
-    train_once(final, train)
-    log(f"pretrained checkpoint: {final / MODEL_FILE}")
-    return final / MODEL_FILE
+    return train_once(final, describe(arch, config, "masked LM"), train, log)
+
+
+def describe(arch: ArchConfig, config: PretrainConfig, objective: str) -> str:
+    """What a pretraining stage trains, for its first progress line."""
+    return (
+        f"{arch.layers}-layer {arch.embed_dim}-dim RoBERTa ({objective}): "
+        f"{config.steps} steps of batch {config.batch_size}"
+    )
 
 
 def pretrain_inputs(spec: SweepSpec, prepared: HasPretrainDir) -> tuple[PretrainConfig, Path]:
@@ -211,14 +210,19 @@ def _progress(split: str, step: int, steps: int, loss: float | None, started: fl
     return f"  pretrain step {step}/{steps}  {name} {shown} (nats)  {elapsed:.0f} s"
 
 
-def train_once(final: Path, train: Callable[[Path], None]) -> None:
-    """Run `train(work)` in a fresh temporary folder beside `final`, then move that
-    folder into place as `final` in one rename; `train` must leave `work/model.pt`.
+def train_once(final: Path, what: str, train: Callable[[Path], None], log: Log) -> Path:
+    """`final/model.pt`: the cached one, else run `train(work)` (which must leave
+    `work/model.pt`) in a fresh temporary folder beside `final`, then move that folder
+    into place as `final` in one rename. `what` is said before training.
 
     A killed run leaves no `final` behind (the temporary folder is removed on the way
     out), so a later call never takes a half-written `model.pt` for finished. If another
     process published the same key meanwhile, its identical result stands.
     """
+    if (final / MODEL_FILE).is_file():
+        log(f"pretrained checkpoint (cached): {final / MODEL_FILE}")
+        return final / MODEL_FILE
+    log(f"pretraining {what} -> {final}")
     work = final.parent / f".tmp-{final.name}-{os.getpid()}"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -233,3 +237,5 @@ def train_once(final: Path, train: Callable[[Path], None]) -> None:
                 raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    log(f"pretrained checkpoint: {final / MODEL_FILE}")
+    return final / MODEL_FILE

@@ -31,9 +31,9 @@ from sweeper.spec.schema import SweepSpec
 from sweeper.trainers.base import warmup_updates
 from sweeper.trainers.fairseq.fairseq_pretrain import (
     INFO_FILE,
-    MODEL_FILE,
     HasPretrainDir,
     cache_key,
+    describe,
     pretrain_inputs,
     train_once,
 )
@@ -53,16 +53,11 @@ def pretrain_causal(spec: SweepSpec, prepared: HasPretrainDir, log: Log = print)
     config, data = pretrain_inputs(spec, prepared)
     arch = spec.model.arch
     final = Path(spec.output_dir) / "pretrained" / causal_cache_key(data, arch, config)
-    if (final / MODEL_FILE).is_file():
-        log(f"pretrained checkpoint (cached): {final / MODEL_FILE}")
-        return final / MODEL_FILE
-    log(
-        f"pretraining {arch.layers}-layer {arch.embed_dim}-dim RoBERTa (causal LM): "
-        f"{config.steps} steps of batch {config.batch_size} -> {final}"
-    )
-    train_once(final, lambda work: _train(data, arch, config, work, log))
-    log(f"pretrained checkpoint: {final / MODEL_FILE}")
-    return final / MODEL_FILE
+
+    def train(work: Path) -> None:
+        _train(data, arch, config, work, log)
+
+    return train_once(final, describe(arch, config, "causal LM"), train, log)
 
 
 def causal_cache_key(data: Path, arch: ArchConfig, config: PretrainConfig) -> str:
