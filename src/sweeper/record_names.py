@@ -41,6 +41,16 @@ TAG_RECORD_VERSION = "sweeper.record_version"
 TAG_TRIAL_KEY = "sweeper.trial_key"
 TAG_GROUP = "sweeper.group"  # e.g. "fairseq/pretrained/full"
 TAG_SEED = "sweeper.seed"
+TAG_SEED_SOURCE = "sweeper.seed_source"
+"""Trial runs: which randomness the trial's seed set (`SEED_ALL`, or one of
+`SEED_SOURCES` while the others are held); absent on records made before it: `SEED_ALL`."""
+SEED_ALL = "all"
+SEED_SOURCES = ("init", "data_order", "dropout")
+"""The sources of a trial's randomness that a sweep can vary one at a time: the initial
+weights (random init, classifier head, LoRA adapters), the order of training examples,
+and the dropout masks."""
+TAG_SEED_OF = {source: f"sweeper.seed.{source}" for source in SEED_SOURCES}
+"""Trial runs: the seed each source ran with."""
 TAG_INIT = "sweeper.init"
 TAG_FRAMEWORK = "sweeper.framework"
 TAG_METHOD = "sweeper.method"
@@ -222,6 +232,8 @@ ARTIFACT_BEST_CHECKPOINT = "checkpoints/best"
 ARTIFACT_TRIAL_CONFIG = "trial.json"
 ARTIFACT_TRAINER_LOG = "trainer.log"
 ARTIFACT_EVENTS = "events.jsonl"
+ARTIFACT_PREDICTIONS_DIR = "predictions"
+"""Per-example predictions, one file per split (`sweeper.trainers.predictions`)."""
 
 # Artifacts of the sweep (parent) run.
 ARTIFACT_SPEC = "spec.yaml"
@@ -236,4 +248,5 @@ TRAINER_LOG_FILE = "trainer.log"
 PREEMPTIONS_FILE = "preemptions.jsonl"  # a trial's preemptions, one JSON object per line
 TRIAL_CONFIG_FILE = "trial.json"
 CHECKPOINT_DIR = "checkpoints"
+PREDICTIONS_DIR = "predictions"
 RESULT_FILE = "result.json"

@@ -10,6 +10,7 @@ Shared by every framework:
   metrics.py         accuracy from counts: the one expression every trainer uses
   devices.py         the trial's device (NVML first; torch only where a GPU is)
   reload.py          a stored best checkpoint's test accuracy, measured again
+  predictions.py     per-example predictions of a trial's best and last checkpoints
   trial_pipeline.py  one trial end to end: shared inputs, shared initial weights, trainer
   classification.py  the classification task's inputs and jobs (both frameworks' backends)
 Per framework:
