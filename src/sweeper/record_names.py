@@ -49,6 +49,9 @@ SEED_SOURCES = ("init", "data_order", "dropout")
 """The sources of a trial's randomness that a sweep can vary one at a time: the initial
 weights (random init, classifier head, LoRA adapters), the order of training examples,
 and the dropout masks."""
+TAG_PREDICTIONS = "sweeper.predictions"
+"""Trial runs whose per-example predictions were uploaded: the splits, comma-separated
+(`valid,test`), so a summary downloads only files that exist."""
 TAG_SEED_OF = {source: f"sweeper.seed.{source}" for source in SEED_SOURCES}
 """Trial runs: the seed each source ran with."""
 TAG_INIT = "sweeper.init"
