@@ -8,6 +8,7 @@
   mlflow_reader.py MLflow -> RunRecords and metric histories (bulk where the store allows)
   records.py      the plain records every step passes on (runs, trials, groups, comparisons)
   select.py       which runs count; best-validation checkpoint per trial (Table 1)
+  example_reader.py  the counted trials' per-example predictions, from their artifacts
   stats.py        Table 2 per group (t and bootstrap CIs, uncounted runs by outcome); the
                   tests: Welch, paired t, Wilcoxon, bootstrap
   resampling.py   the BCa bootstrap and the Wilcoxon p on numpy (scipy's procedures)

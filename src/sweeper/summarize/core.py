@@ -22,6 +22,7 @@ from sweeper.selection import base_name, metric_mode
 from sweeper.summarize.compare import compare
 from sweeper.summarize.costs import Prices
 from sweeper.summarize.decide import decide, with_aso
+from sweeper.summarize.example_reader import read_predictions
 from sweeper.summarize.mlflow_reader import open_client
 from sweeper.summarize.records import (
     Comparison,
@@ -104,6 +105,7 @@ def _summarize(source: RunSource, request: SummaryRequest) -> Summary:
     cost = sweep_cost([r for r in found.runs if r.role == record_names.ROLE_TRIAL], prices)
     groups = with_group_costs(groups, cost)
     comparisons = with_needed(comparisons, groups, cost)
+    client = source.client if isinstance(source, MlflowSource) else None
     return Summary(
         experiment=found.experiment,
         experiment_id=found.experiment_id,
@@ -127,6 +129,7 @@ def _summarize(source: RunSource, request: SummaryRequest) -> Summary:
         plan=plan,
         margin=margin,
         cost=cost,
+        test_predictions=read_predictions(source.uri, trials, client=client),
     )
 
 

@@ -215,6 +215,15 @@ def record_of(
         sequential_plan=tags.get(record_names.TAG_SEQUENTIAL_PLAN),
         cost=tags.get(record_names.TAG_COST),
         precision=params.get(record_names.PARAM_PRECISION, ""),
+        seed_source=tags.get(record_names.TAG_SEED_SOURCE) or record_names.SEED_ALL,
+        seeds={
+            source: seed
+            for source, tag in record_names.TAG_SEED_OF.items()
+            if (seed := _int(tags.get(tag))) is not None
+        },
+        predictions=tuple(
+            split for split in tags.get(record_names.TAG_PREDICTIONS, "").split(",") if split
+        ),
     )
 
 

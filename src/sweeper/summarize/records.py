@@ -11,9 +11,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from sweeper.record_names import METRIC_BEST_PREFIX, METRIC_WALL_TIME
+from sweeper.record_names import METRIC_BEST_PREFIX, METRIC_WALL_TIME, SEED_ALL
 from sweeper.selection import ACCURACY, Selection
 from sweeper.summarize.costs import SweepCost
+from sweeper.trainers.predictions import SplitPredictions
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,15 @@ class RunRecord:
     """Sweep runs of `--until-decided`: the plan's JSON (sweeper.sequential_plan)."""
     cost: str | None = None
     """Sweep runs of a spec with `cost:`: its prices' JSON (sweeper.cost)."""
+    seed_source: str = SEED_ALL
+    """Trial runs: which randomness the seed set (sweeper.seed_source; `all` where the
+    tag is absent, as on records made before it)."""
+    seeds: dict[str, int] = field(default_factory=dict)
+    """Trial runs: the seed of each source (`record_names.SEED_SOURCES`) as tagged;
+    empty where untagged (every source then ran with `seed`)."""
+    predictions: tuple[str, ...] = ()
+    """Trial runs: the splits whose per-example predictions were uploaded
+    (sweeper.predictions; `sweeper.trainers.predictions`)."""
 
     @property
     def variant(self) -> str:
@@ -128,6 +138,16 @@ class CountedTrial:
     """A classifier whose test predictions were all this one class at its last
     evaluation (`sweeper.summarize.assumptions.collapsed_class`); None otherwise or
     when the trial logged no per-class metrics. Flagged in Table 1 and the notes."""
+    seed_source: str = SEED_ALL
+    """Which randomness its seed set (`RunRecord.seed_source`)."""
+    seeds: dict[str, int] = field(default_factory=dict)
+    """The seed of each source (`RunRecord.seeds`); empty: every source ran with `seed`."""
+    predictions: tuple[str, ...] = ()
+    """Splits whose per-example predictions its run holds (`RunRecord.predictions`)."""
+
+    def seed_of(self, source: str) -> int | None:
+        """The seed `source` ran with: as tagged, else the trial's seed."""
+        return self.seeds.get(source, self.seed)
 
     def to_dict(self, selection: Selection = ACCURACY) -> dict[str, Any]:
         """Values under their metric names (`best_valid_accuracy`, `test_accuracy` for a
@@ -139,9 +159,14 @@ class CountedTrial:
             elif key == "test_value":
                 data[selection.primary] = value
                 data.update({name: self.other_tests.get(name) for name in selection.report[1:]})
+            elif key == "predictions" or (key in _UNLESS_VARIED and not self.seeds):
+                continue  # which files the run holds; the seed columns of a sweep that varies none
             elif key != "other_tests":
                 data[key] = value
         return data
+
+
+_UNLESS_VARIED = ("seed_source", "seeds")
 
 
 @dataclass(frozen=True)
@@ -399,6 +424,10 @@ class Summary:
     cost: SweepCost | None = None
     """What the sweep's trials held (their cost ledgers) and its price; None when no
     trial run has a ledger."""
+    test_predictions: dict[str, SplitPredictions] = field(default_factory=dict, repr=False)
+    """{run id: its test-split predictions} of the counted trials whose runs hold them
+    (`sweeper.summarize.example_reader`); what the test-set statistics are computed
+    from, not itself part of the report."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready; the summary.json artifact and `--format json`."""

@@ -175,6 +175,9 @@ def _counted(
         diverged=non_finite_loss(run),
         other_tests={name: value for name, value in others.items() if value is not None},
         collapsed_class=collapsed_class(run.latest),
+        seed_source=run.seed_source,
+        seeds=dict(run.seeds),
+        predictions=run.predictions,
     )
 
 
