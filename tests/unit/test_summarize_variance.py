@@ -14,10 +14,12 @@ import pytest
 import scipy.stats
 
 from sweeper.selection import ACCURACY, Selection
+from sweeper.summarize.compare import compare
 from sweeper.summarize.latex import to_latex
 from sweeper.summarize.paragraph import results_paragraph
 from sweeper.summarize.records import CountedTrial
 from sweeper.summarize.report import variance_metrics, write_report
+from sweeper.summarize.stats import group_stats
 from sweeper.summarize.tables import build_tables, to_json, to_markdown
 from sweeper.summarize.terminal import to_plain
 from sweeper.summarize.variance import (
@@ -248,7 +250,9 @@ def test_every_format_carries_the_table_and_none_without_one():
     summary = _summary_with_variance()
     plain, markdown = to_plain(summary), to_markdown(summary)
     data = json.loads(to_json(summary))
-    for text in (plain, markdown, to_latex(summary)):
+    latex = to_latex(summary)
+    assert "\\label{tab:demo-variance}" in latex and latex.count("\\begin{table}") == 4
+    for text in (plain, markdown, latex):
         assert "Where the seed-to-seed variance of test accuracy comes from" in text
     assert "data order seed alone" in plain and "test set (189 examples)" in plain
     assert "| fairseq/pretrained/full | data order seed alone | dropout=1, init=1 |" not in (
@@ -349,3 +353,21 @@ def test_simulated_components_are_recovered_at_the_stated_rate():
     assert abs(mean_estimate - new_test_set) < 3 * statistics.stdev(test_estimates) / math.sqrt(
         len(test_estimates)
     )
+
+
+def test_which_source_varied_is_no_axis_of_comparison():
+    """fairseq and hf are compared within each block; the blocks of one setup are set
+    beside each other in the variance table, not tested against each other."""
+    trials = [
+        trial(group, seed, 70.0 + seed + (group == HP), source)
+        for group in (FP, HP)
+        for source in ("all", "init", "data_order")
+        for seed in (1, 2, 3)
+    ]
+    groups = group_stats(trials, [], (0.0, 100.0))
+    found = [(c.axis, c.within) for c in compare(groups, trials)]
+    assert found == [
+        ("framework", "pretrained/full"),
+        ("framework", "pretrained/full[seed_source=data_order]"),
+        ("framework", "pretrained/full[seed_source=init]"),
+    ]

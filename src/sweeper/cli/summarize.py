@@ -24,6 +24,12 @@ Reads the trial runs of one sweep and reports:
                validation step, each with the reason
   results      a paragraph in words: each group's mean and CI, and each comparison's
                outcome, difference, pairs and the interval it was decided from
+  variance     where each group's variance comes from: the seed-to-seed std and
+               variance (95% chi-square intervals) per seed source the sweep varied
+               (all at once, or init / data order / dropout alone), beside the test
+               set's, the variance a new test set would add (a bootstrap over the test
+               examples of the trials' stored predictions); shown whenever a group
+               varied one source or its trials hold predictions (figure variance.png)
   cost         CPU-hours (GPU-hours where trials held GPUs) per group in Table 2 and
                for the sweep, every attempt counted; with the spec's `cost:` block (or
                the one the sweep recorded) money too; an undecided comparison's seeds

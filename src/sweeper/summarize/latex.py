@@ -26,9 +26,10 @@ from sweeper.summarize.paragraph import results_paragraph
 from sweeper.summarize.records import Summary
 from sweeper.summarize.tables import Table, build_tables, preamble
 
-LATEX_TABLES = ("table1", "table2", "comparisons", "variance")
-"""The tables of the fragment, by `Table.name`, in report order (the variance table
-only where the summary has one)."""
+LATEX_TABLES = ("table1", "table2", "comparisons")
+"""The tables of the fragment, by `Table.name`, in report order."""
+LATEX_WHERE_ANY = ("variance",)
+"""Tables after them where the summary has one (`build_tables` gives them only then)."""
 PACKAGES = ("booktabs", "graphicx")
 """What the fragment needs in the document's preamble."""
 _ESCAPES = str.maketrans(
@@ -107,8 +108,7 @@ def to_latex(summary: Summary) -> str:
     tables = {table.name: table for table in build_tables(summary)}
     parts.extend(
         "\n" + table_latex(tables[name], label(summary, tables[name]))
-        for name in LATEX_TABLES
-        if name in tables
+        for name in (*LATEX_TABLES, *(n for n in LATEX_WHERE_ANY if n in tables))
     )
     parts.append(f"\n\\paragraph{{Results.}} {escape(results_paragraph(summary))}\n")
     return "".join(parts)
