@@ -13,9 +13,9 @@ gives one block per source. The Table 2 groups that differ only by which source 
   95% chi-square interval, [(n-1)s^2 / chi2(0.975; n-1), (n-1)s^2 / chi2(0.025; n-1)].
   That interval is exact when the values are normal and needs nothing else; with 3-10
   seeds no resampling interval is better (a bootstrap of three values cannot know the
-  tails, `stats.BOOTSTRAP_MIN_N`), but it is not robust: heavy tails or a collapsed
-  trial make it too narrow (tools/variance_simulation.py measures how far;
-  docs/statistics.md quotes it).
+  tails, `stats.BOOTSTRAP_MIN_N`), but it is not robust: heavy tails, skew or a
+  collapsed trial make it miss more often than 5% (tools/variance_simulation.py
+  measures how often; docs/statistics.md quotes it).
   What a row estimates: the variance of one trial's test value on THIS test set, over
   the seeds of that source, with the other sources held at the values shown (`held`).
   It is conditional on the held values, and the one-at-a-time rows need not add up to
@@ -59,15 +59,21 @@ import numpy as np
 from sweeper.record_names import SEED_ALL, SEED_SOURCES
 from sweeper.selection import ACCURACY, Selection, base_name
 from sweeper.summarize.records import CountedTrial, VarianceRow
-from sweeper.summarize.stats import BOOTSTRAP_SEED, CONFIDENCE, mean, sample_std
+from sweeper.summarize.stats import (
+    BOOTSTRAP_RESAMPLES,
+    BOOTSTRAP_SEED,
+    CONFIDENCE,
+    mean,
+    sample_std,
+)
 from sweeper.trainers.predictions import BEST, LAST, SplitPredictions
 
 TEST_SET = "test_set"
 """`VarianceRow.source` of the test set's sampling variance."""
 SOURCES = (SEED_ALL, *SEED_SOURCES)
 """The seed rows, in table order."""
-RESAMPLES = 9999
-"""Bootstrap resamples per trial: the variance's Monte-Carlo error is about
+RESAMPLES = BOOTSTRAP_RESAMPLES
+"""Bootstrap resamples per trial (Table 2's count): the variance's Monte-Carlo error is about
 sqrt(2 / RESAMPLES) = 1.4% of it per trial, less once averaged over a group."""
 FLAG_METRICS = frozenset({"accuracy", "exact_match"})
 """Metrics that are 100 x the mean of the predictions file's `correct` flags."""
@@ -146,13 +152,17 @@ def variance_rows(
     its seed rows in `SOURCES` order, then its test-set row); `predictions`: {run id:
     test-split predictions}, used only for a metric in `FLAG_METRICS`. Empty when no
     base group has a one-at-a-time block or a usable prediction file."""
-    flags = base_name(selection.primary) in FLAG_METRICS
+    if base_name(selection.primary) not in FLAG_METRICS:
+        predictions = {}
+    if not predictions and all(t.seed_source == SEED_ALL for t in trials):
+        return ()  # an ordinary sweep without predictions: nothing to say, nothing read
+    bases = {group: base_group(group) for group in {t.group for t in trials}}
     by_base: dict[str, list[CountedTrial]] = {}
     for trial in trials:
-        by_base.setdefault(base_group(trial.group), []).append(trial)
+        by_base.setdefault(bases[trial.group], []).append(trial)
     rows: list[VarianceRow] = []
     for group, members in by_base.items():
-        scored = _scored(members, predictions) if flags else []
+        scored = _scored(members, predictions)
         if not scored and all(t.seed_source == SEED_ALL for t in members):
             continue
         test_row = _test_set_row(group, scored, resamples)
