@@ -24,6 +24,12 @@ Reads the trial runs of one sweep and reports:
                validation step, each with the reason
   results      a paragraph in words: each group's mean and CI, and each comparison's
                outcome, difference, pairs and the interval it was decided from
+  variance     where each group's variance comes from: the seed-to-seed std and
+               variance (95% chi-square intervals) per seed source the sweep varied
+               (all at once, or init / data order / dropout alone), beside the test
+               set's, the variance a new test set would add (a bootstrap over the test
+               examples of the trials' stored predictions); shown whenever a group
+               varied one source or its trials hold predictions (figure variance.png)
   cost         CPU-hours (GPU-hours where trials held GPUs) per group in Table 2 and
                for the sweep, every attempt counted; with the spec's `cost:` block (or
                the one the sweep recorded) money too; an undecided comparison's seeds
@@ -55,8 +61,8 @@ third-party log (`-v`: to the terminal).
 results paragraph: a fragment to paste into a paper (needs \\usepackage{booktabs,graphicx}).
 
 Unless --no-log, the report (summary.md, summary.json, summary.tex, tables as
-.md/.csv, figures curves.png and test_accuracy.png, and search_budget.png after a
-search) is logged to the sweep's parent run under report/, and each group's mean test
+.md/.csv, figures curves.png and test_accuracy.png, search_budget.png after a search,
+variance.png with a variance table) is logged to the sweep's parent run under report/, and each group's mean test
 accuracy as a metric `summary/<group>/test_accuracy_mean`; a report identical to the
 one the parent run already holds (same runs, same numbers) is not logged again, so
 summarising an unchanged sweep reads and prints only. A local SQLite store is read

@@ -14,6 +14,8 @@
   resampling.py   the BCa bootstrap and the Wilcoxon p on numpy (scipy's procedures)
   exact.py        the exact sign-flip test of seed-matched differences (and its TOST)
   compare.py      which groups are compared (every axis that varies), paired or not; P(A>B)
+  variance.py     where the variance comes from: each group's seed variance by the seed
+                  source varied, and the test set's (bootstrap over its examples)
   assumptions.py  what the t-based decisions assume, checked: skewed differences,
                   collapsed trials
   decide.py       seeds fixed in advance: Holm (or, with a margin, Bonferroni intervals),

@@ -41,6 +41,7 @@ from sweeper.summarize.source import MlflowSource, RunSource, SqliteReadFailed, 
 from sweeper.summarize.spend import sweep_cost, with_group_costs, with_needed
 from sweeper.summarize.stats import TALLIED, Bounds, group_stats
 from sweeper.summarize.sweep_runs import SweepRuns, read_sweep
+from sweeper.summarize.variance import variance_rows
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -106,6 +107,7 @@ def _summarize(source: RunSource, request: SummaryRequest) -> Summary:
     groups = with_group_costs(groups, cost)
     comparisons = with_needed(comparisons, groups, cost)
     client = source.client if isinstance(source, MlflowSource) else None
+    predictions = read_predictions(source.uri, trials, client=client)
     return Summary(
         experiment=found.experiment,
         experiment_id=found.experiment_id,
@@ -129,7 +131,8 @@ def _summarize(source: RunSource, request: SummaryRequest) -> Summary:
         plan=plan,
         margin=margin,
         cost=cost,
-        test_predictions=read_predictions(source.uri, trials, client=client),
+        variance=variance_rows(trials, predictions, selection),
+        test_predictions=predictions,
     )
 
 

@@ -1,4 +1,5 @@
-"""The report's figures: validation curves and test accuracy per group; search budget.
+"""The report's figures: validation curves and test accuracy per group; search budget;
+where the variance comes from.
 
 `curves.png` is the lab's Figures 1-3 made systematic: validation accuracy against the
 update step, one line per seed, one panel per group, panels sharing both axes so
@@ -7,7 +8,9 @@ each trial's selected (best-validation) checkpoint. `test_accuracy.png` shows ev
 trial's test accuracy as a point per group, with the group mean and its 95% CI, so a
 reader sees the spread that Table 2's mean ± std summarises. `search_budget.png`
 (search sweeps) plots each group's expected best validation score against the number
-of search trials (`sweeper.summarize.budget`).
+of search trials (`sweeper.summarize.budget`). `variance.png` (a summary with a variance
+table, `sweeper.summarize.variance`) draws, per group, the std of one trial's test value
+over each seed source the sweep varied, with its 95% interval, beside the test set's.
 
 matplotlib's object API with the Agg canvas (no pyplot): no global backend switch,
 no display needed, safe to call from any process.
@@ -18,12 +21,15 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from sweeper.summarize.records import CountedTrial, Summary
+from sweeper.summarize.records import CountedTrial, Summary, VarianceRow
+from sweeper.summarize.tables import variance_source
+from sweeper.summarize.variance import TEST_SET
 
 CURVES_FILE = "curves.png"
 TEST_FILE = "test_accuracy.png"
 """A classification sweep's; another selection's is `<primary test metric>.png`."""
 BUDGET_FILE = "search_budget.png"
+VARIANCE_FILE = "variance.png"
 DPI = 120
 LEGEND_MAX_SEEDS = 10
 """Above this many seeds the lines share one colour and the legend is left out."""
@@ -40,6 +46,8 @@ def write_figures(summary: Summary, out_dir: Path) -> list[Path]:
         written += [test_values(summary, out_dir / name)]
     if any(g.expected_best for g in summary.search):
         written.append(search_budget(summary, out_dir / BUDGET_FILE))
+    if summary.variance:
+        written.append(variance_sources(summary, out_dir / VARIANCE_FILE))
     return written
 
 
@@ -190,6 +198,41 @@ def search_budget(summary: Summary, path: Path) -> Path:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     ax.set_title(f"{summary.sweep or summary.experiment}: expected best vs budget", fontsize=11)
+    figure.savefig(path)
+    return path
+
+
+def variance_sources(summary: Summary, path: Path) -> Path:
+    """The variance table as bars: per group (one panel each, sharing the axis), the
+    std of one trial's test value over each seed source varied, with its 95%
+    chi-square interval, beside the test set's (bootstrap)."""
+    groups: dict[str, list[VarianceRow]] = {}
+    for row in summary.variance:
+        groups.setdefault(row.group, []).append(row)
+    heights = [0.45 * len(rows) + 0.7 for rows in groups.values()]
+    figure = _figure(7.0, sum(heights) + 0.6)
+    axes = figure.subplots(
+        len(groups), 1, sharex=True, squeeze=False, gridspec_kw={"height_ratios": heights}
+    ).ravel()
+    for ax, (group, rows) in zip(axes, groups.items(), strict=True):
+        rows = [r for r in rows if r.std is not None]
+        y = list(range(len(rows)))[::-1]
+        colours = ["C3" if r.source == TEST_SET else "C0" for r in rows]
+        ax.barh(y, [r.std for r in rows], color=colours, alpha=0.8, height=0.6)
+        for yi, row in zip(y, rows, strict=True):
+            if row.std_low is not None and row.std_high is not None:
+                err = [[row.std - row.std_low], [row.std_high - row.std]]
+                ax.errorbar([row.std], [yi], xerr=err, fmt="none", color="black", capsize=3)
+        ax.set_yticks(y)
+        ax.set_yticklabels([f"{variance_source(r.to_dict())}, n={r.n}" for r in rows], fontsize=8)
+        ax.set_title(group, fontsize=9, loc="left")
+        ax.grid(axis="x", alpha=0.3)
+    unit = "points" if summary.selection.is_default() else "metric units"
+    shown = _label(summary, summary.selection.primary, "test accuracy")
+    axes[-1].set_xlabel(f"std of one trial's {shown}, {unit} (line: 95% chi-square interval)")
+    figure.suptitle(
+        f"{summary.sweep or summary.experiment}: where the variance comes from", fontsize=11
+    )
     figure.savefig(path)
     return path
 

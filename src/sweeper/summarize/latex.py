@@ -1,9 +1,10 @@
 r"""The report as a LaTeX fragment to paste into a paper (`--format latex`, summary.tex).
 
-`to_latex` gives Table 1, Table 2 and the comparisons as booktabs tables, each a
-`tabular` between `\toprule`, `\midrule` and `\bottomrule` inside a `table` float with
-its `\caption` (the table's title) and `\label{tab:<sweep>-<table>}`, then the results
-paragraph (`sweeper.summarize.paragraph`). The cells are `build_tables`' own text, so
+`to_latex` gives Table 1, Table 2 and the comparisons (and the variance table where there
+is one) as booktabs tables, each a `tabular` between `\toprule`, `\midrule` and
+`\bottomrule` inside a `table` float with its `\caption` (the table's title) and
+`\label{tab:<sweep>-<table>}`, then the results paragraph (`sweeper.summarize.paragraph`).
+The cells are `build_tables`' own text, so
 every number is the one the other formats print. All text is escaped: LaTeX's specials
 `\ { } _ % & # $ ~ ^`, also `< > |` (the default OT1 encoding would print other glyphs
 for them) and `±` (as `$\pm$`); a cell opening with `[` or `*` is guarded so the `\\`
@@ -27,6 +28,8 @@ from sweeper.summarize.tables import Table, build_tables, preamble
 
 LATEX_TABLES = ("table1", "table2", "comparisons")
 """The tables of the fragment, by `Table.name`, in report order."""
+LATEX_WHERE_ANY = ("variance",)
+"""Tables after them where the summary has one (`build_tables` gives them only then)."""
 PACKAGES = ("booktabs", "graphicx")
 """What the fragment needs in the document's preamble."""
 _ESCAPES = str.maketrans(
@@ -98,13 +101,14 @@ def table_latex(table: Table, label_text: str) -> str:
 
 
 def to_latex(summary: Summary) -> str:
-    """The fragment: the preamble as comments, the three tables, the results paragraph."""
+    """The fragment: the preamble as comments, the tables, the results paragraph."""
     title = f"Summary of sweep {summary.sweep or summary.experiment}"
     notes = [title, *preamble(summary), f"needs \\usepackage{{{','.join(PACKAGES)}}}"]
     parts = ["".join(f"% {line.replace(chr(10), ' ')}\n" for line in notes)]
     tables = {table.name: table for table in build_tables(summary)}
     parts.extend(
-        "\n" + table_latex(tables[name], label(summary, tables[name])) for name in LATEX_TABLES
+        "\n" + table_latex(tables[name], label(summary, tables[name]))
+        for name in (*LATEX_TABLES, *(n for n in LATEX_WHERE_ANY if n in tables))
     )
     parts.append(f"\n\\paragraph{{Results.}} {escape(results_paragraph(summary))}\n")
     return "".join(parts)

@@ -35,6 +35,7 @@ from sweeper.summarize.cells import (
     sequential_rules,
 )
 from sweeper.summarize.records import SEQUENTIAL_RULES, Comparison, Summary
+from sweeper.summarize.variance import TEST_SET
 
 BETTER = " better"
 EQUIVALENT = "equivalent"
@@ -56,7 +57,7 @@ def results_sentences(summary: Summary) -> list[str]:
         sentences.append(_rule(summary))
         ranked = sorted(summary.comparisons, key=_outcome)
         sentences.extend(comparison_sentence(summary, c) for c in ranked)
-    return sentences
+    return sentences + variance_sentences(summary)
 
 
 def comparison_sentence(summary: Summary, comparison: Comparison) -> str:
@@ -181,3 +182,40 @@ def _sides(c: Comparison) -> tuple[str, str]:
 
 def _seeds(n: int) -> str:
     return f"{n} seed{'' if n == 1 else 's'}"
+
+
+SOURCE_WORDS = {
+    "all": "seeds varying every source",
+    "init": "the init seed alone",
+    "data_order": "the data order seed alone",
+    "dropout": "the dropout seed alone",
+}
+
+
+def variance_sentences(summary: Summary) -> list[str]:
+    """Per group of the variance table: the std each varied source gives one trial's
+    test value, then the test set's, as the table's Std cells print them."""
+    std = field("std", metric_format(summary.selection.primary))
+    unit = " points" if summary.selection.is_default() else ""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in summary.variance:
+        groups.setdefault(row.group, []).append(row.to_dict())
+    sentences = []
+    for group, rows in groups.items():
+        parts = [
+            f"{std(r)}{unit} over {SOURCE_WORDS.get(r['source'], r['source'])} (n = {r['n']})"
+            for r in rows
+            if r["source"] != TEST_SET and r["std"] is not None
+        ]
+        test = next((r for r in rows if r["source"] == TEST_SET), None)
+        text = f"Within {group}, one trial's test value moves by a std of " + (
+            ", ".join(parts) if parts else "n/a over seeds (fewer than 2 trials per source)"
+        )
+        if test is not None:
+            size = f"{test['examples']:,} examples" if test["examples"] else "the same size"
+            text += (
+                f"; a new test set of {size} would move it by {std(test)}{unit} "
+                "(bootstrap over its examples), which no number of seeds reduces"
+            )
+        sentences.append(text + ".")
+    return sentences

@@ -358,6 +358,49 @@ class Comparison:
 
 
 @dataclass(frozen=True)
+class VarianceRow:
+    """One row of the variance table (`sweeper.summarize.variance`): a group's test-metric
+    variance from one source of randomness, or the test set's sampling variance.
+
+    `group` is the base group: the Table 2 groups that differ only by which seed source
+    varied (`...[seed_source=init]`, ...) are one base group here. Units: the metric's
+    (percentage points for accuracy), squared for `variance`."""
+
+    group: str
+    source: str
+    """`all` (every source varied at once: ordinary seeds), one of
+    `record_names.SEED_SOURCES` (that source alone, the others held), or `test_set`
+    (the variance a new test set of the same size would add to one trial's value)."""
+    n: int
+    """Trials in the block; `test_set`: trials whose predictions at the reported
+    checkpoint were read."""
+    mean: float
+    """Their mean test value."""
+    std: float | None
+    variance: float | None
+    """Sample variance (ddof=1) of the block's test values; `test_set`: the mean over
+    the trials of each one's bootstrap variance. None: undefined (n = 1)."""
+    variance_low: float | None = None
+    variance_high: float | None = None
+    """95% chi-square interval of `variance` (seed rows with n >= 2; None otherwise)."""
+    std_low: float | None = None
+    std_high: float | None = None
+    """The same interval for `std` (square roots of the bounds)."""
+    held: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    """One-at-a-time rows: the seeds the other sources were held at (normally one each)."""
+    examples: int | None = None
+    """`test_set`: test examples per trial (None when the trials' counts differ)."""
+    ratio: float | None = None
+    """A seed row's `variance` over its group's test-set variance (None on the
+    test-set row itself, and without one)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        data = _shallow(self)
+        data["held"] = {k: list(v) for k, v in self.held.items()}
+        return data
+
+
+@dataclass(frozen=True)
 class SearchGroup:
     """One group's search stage: its trials, best configuration and Optuna's importances."""
 
@@ -424,6 +467,9 @@ class Summary:
     cost: SweepCost | None = None
     """What the sweep's trials held (their cost ledgers) and its price; None when no
     trial run has a ledger."""
+    variance: tuple[VarianceRow, ...] = ()
+    """The variance table (`sweeper.summarize.variance`); empty where it has nothing to
+    say (no group varied a single seed source and no trial's predictions were read)."""
     test_predictions: dict[str, SplitPredictions] = field(default_factory=dict, repr=False)
     """{run id: its test-split predictions} of the counted trials whose runs hold them
     (`sweeper.summarize.example_reader`); what the test-set statistics are computed
@@ -457,6 +503,7 @@ class Summary:
             "notes": list(self.notes),
             "search": [group.to_dict() for group in self.search],
             "cost": None if self.cost is None else self.cost.to_dict(),
+            **({"variance": _variance_dict(self.variance)} if self.variance else {}),
         }
 
 
@@ -551,6 +598,20 @@ def _correction(plan: SequentialPlan | None, margin: float | None) -> str:
         "tested each at, decision_level); at a tie, paired decisions need the exact "
         "sign-flip test at that level (p_sign_flip)"
     )
+
+
+VARIANCE_METHOD = {
+    "unit": "the test metric's (percentage points), variance in its square",
+    "std": "sample standard deviation (ddof=1) over the block's trials",
+    "interval": "95% chi-square interval of the variance (exact for normal values); "
+    "std_*: its square roots",
+    "test_set": "per trial, the bootstrap variance of its test value over test sets "
+    "resampled from its stored per-example predictions; mean over the group's trials",
+}
+
+
+def _variance_dict(rows: tuple[VarianceRow, ...]) -> dict[str, Any]:
+    return {**VARIANCE_METHOD, "rows": [row.to_dict() for row in rows]}
 
 
 def _selection_dict(selection: Selection) -> dict[str, Any]:

@@ -149,6 +149,19 @@ def comparison_metrics(summary: Summary) -> dict[str, float]:
     return metrics
 
 
+def variance_metrics(summary: Summary) -> dict[str, float]:
+    """The variance table's std and variance per group and source
+    (`summary/<group>/variance/<source>/std`; source `all`, `init`, `data_order`,
+    `dropout` or `test_set`), where defined, and the trials each is over (`n`)."""
+    metrics: dict[str, float] = {}
+    for row in summary.variance:
+        base = (METRIC_PREFIX, row.group, "variance", row.source)
+        for key, value in (("std", row.std), ("variance", row.variance), ("n", row.n)):
+            if value is not None:
+                metrics[metric_name(*base, key)] = float(value)
+    return metrics
+
+
 def _direction(c: Comparison) -> float:
     if c.decision == f"{c.group_a} better":
         return 1.0
@@ -187,7 +200,12 @@ def log_report(
     run_id = summary.parent_run_id
     for path in files:
         client.log_artifact(run_id, str(path), artifact_path=record_names.ARTIFACT_REPORT_DIR)
-    metrics = {**group_metrics(summary), **comparison_metrics(summary), **cost_metrics(summary)}
+    metrics = {
+        **group_metrics(summary),
+        **comparison_metrics(summary),
+        **cost_metrics(summary),
+        **variance_metrics(summary),
+    }
     now = int(time.time() * 1000)
     entries = [Metric(key, value, now, 0) for key, value in metrics.items()]
     for start in range(0, len(entries), 1000):  # MLflow's log_batch limit

@@ -1,4 +1,5 @@
-"""Table 1, Table 2, comparisons and the not-counted list, in every output format.
+"""Table 1, Table 2, comparisons, the variance table and the not-counted list, in every
+output format.
 
 Each table is built once from the Summary's records (`build_tables`) and rendered by
 format: markdown, CSV and JSON here, the terminal in `sweeper.summarize.terminal`,
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sweeper.record_names import METRIC_BEST_PREFIX
+from sweeper.record_names import METRIC_BEST_PREFIX, SEED_ALL
 from sweeper.selection import Selection
 from sweeper.summarize.budget import budget_rows
 from sweeper.summarize.cells import (
@@ -48,6 +49,8 @@ from sweeper.summarize.paragraph import results_paragraph
 from sweeper.summarize.records import Summary
 from sweeper.summarize.spend import sweep_line
 from sweeper.summarize.stats import BOOTSTRAP_MIN_N, sign_flip_min_n, wilcoxon_reachable
+from sweeper.summarize.variance import RESAMPLES as VARIANCE_RESAMPLES
+from sweeper.summarize.variance import TEST_SET
 from sweeper.tracking.links import experiment_url
 
 
@@ -61,7 +64,7 @@ class Column:
 @dataclass(frozen=True)
 class Table:
     name: str
-    """File stem (`table1`, `table2`, `comparisons`, `not_counted`)."""
+    """File stem (`table1`, `table2`, `comparisons`, `variance`, `not_counted`)."""
     title: str
     columns: tuple[Column, ...]
     rows: tuple[dict[str, Any], ...]
@@ -88,7 +91,8 @@ def _params(values: list[int]) -> str:
 
 
 def build_tables(summary: Summary) -> list[Table]:
-    """The four tables of a summary, in report order."""
+    """The tables of a summary, in report order (the variance table where the summary
+    has one)."""
     sel = summary.selection
     table1 = Table(
         "table1",
@@ -168,7 +172,8 @@ def build_tables(summary: Summary) -> list[Table]:
         ),
         tuple(n.to_dict() for n in summary.not_counted),
     )
-    tables = [table1, table2, comparisons, not_counted]
+    variance = [variance_table(summary)] if summary.variance else []
+    tables = [table1, table2, comparisons, *variance, not_counted]
     return [search_table(summary), budget_table(summary), *tables] if summary.search else tables
 
 
@@ -260,6 +265,69 @@ def comparisons_table(summary: Summary) -> Table:
         Column("Note", field("note"), numeric=False),
     )
     return Table("comparisons", title, columns, rows)
+
+
+def variance_table(summary: Summary) -> Table:
+    """Where each group's variance comes from (`sweeper.summarize.variance`): a row per
+    seed source the sweep varied, then the test set's sampling variance."""
+    sel = summary.selection
+    metric = "test accuracy" if sel.is_default() else sel.primary
+    unit = "points" if sel.is_default() else "the metric's units"
+    title = (
+        f"Variance. Where the seed-to-seed variance of {metric} comes from, per group "
+        f"({unit}; variance in their square): one row per seed source varied (all: every "
+        "source at once, as grid.seed; init, data order, dropout: that seed alone, the "
+        "others held at the seeds shown); std and variance with ddof=1, 95% chi-square "
+        "intervals (exact for normal values); test set: the variance a new test set of "
+        "the same size would add to one trial's value, the bootstrap over the test "
+        f"examples of each trial's stored predictions ({VARIANCE_RESAMPLES:,} resamples), "
+        "averaged over the group's trials; seed rows are on this fixed test set, and "
+        "one-at-a-time rows need not add up to the all row"
+    )
+    fmt = metric_format(sel.primary)
+    columns = (
+        Column("Group", field("group"), numeric=False),
+        Column("Source", variance_source, numeric=False),
+        Column("Held", _held, numeric=False),
+        Column("n", field("n")),
+        Column("Mean", field("mean", fmt)),
+        Column("Std", field("std", fmt)),
+        Column("95% CI (std)", interval("std_low", "std_high")),
+        Column("Variance", field("variance", _variance_value)),
+        Column("95% CI (variance)", interval("variance_low", "variance_high")),
+        Column("Variance / test set's", _ratio),
+    )
+    return Table("variance", title, columns, tuple(r.to_dict() for r in summary.variance))
+
+
+VARIANCE_SOURCES = {
+    SEED_ALL: "all sources (seed)",
+    "init": "init seed alone",
+    "data_order": "data order seed alone",
+    "dropout": "dropout seed alone",
+}
+
+
+def variance_source(row: dict[str, Any]) -> str:
+    """A variance row's source in words: `init seed alone`, `test set (189 examples)`."""
+    if row["source"] != TEST_SET:
+        return VARIANCE_SOURCES.get(row["source"], row["source"])
+    examples = row.get("examples")
+    return f"test set ({examples:,} examples)" if examples else "test set"
+
+
+def _variance_value(v: float) -> str:
+    """Two decimals, but 2 significant digits below 0.1 (a std of 0.05 is not 0.00)."""
+    return f"{v:.2g}" if 0 < abs(v) < 0.1 else two(v)
+
+
+def _held(row: dict[str, Any]) -> str:
+    held = row.get("held") or {}
+    return ", ".join(f"{k}={'/'.join(map(str, v))}" for k, v in held.items() if v)
+
+
+def _ratio(row: dict[str, Any]) -> str:
+    return "" if row["source"] == TEST_SET else field("ratio", two)(row)
 
 
 def _boot(n_key: str) -> Callable[[dict[str, Any]], str]:
