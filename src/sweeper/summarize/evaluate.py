@@ -56,6 +56,10 @@ EXACT_METRICS = frozenset(
 re-measured by one expression on integer counts, so they must be equal."""
 
 
+SPLIT = "test"
+"""The split `--evaluate` re-measures: the one the tables report."""
+
+
 SHOWN_IDS = 5
 """How many differing example ids a verdict names (the JSON holds them all)."""
 
@@ -143,7 +147,7 @@ def evaluate_trials(
     for number, trial in enumerate(trials, 1):
         with tempfile.TemporaryDirectory(prefix="sweeper-evaluate-") as tmp:
             try:
-                found = measure(client, trial.run_id, Path(tmp), metric)
+                found = measure(client, trial.run_id, Path(tmp), metric, trial.best_step)
             except (FileNotFoundError, OSError) as exc:
                 found = Remeasured(problem=str(exc))
         evaluation = Evaluation(
@@ -189,11 +193,15 @@ class Remeasured:
 
 
 def measure(
-    client: MlflowClient, run_id: str, tmp: Path, metric: str = record_names.METRIC_TEST_ACC
+    client: MlflowClient,
+    run_id: str,
+    tmp: Path,
+    metric: str = record_names.METRIC_TEST_ACC,
+    step: int = 0,
 ) -> Remeasured:
     """Test `metric` (accuracy, macro-F1 in %, ...) of run `run_id`'s stored best
-    checkpoint, with the run's stored test predictions (where it has them) and the
-    re-measurement's."""
+    checkpoint (recorded at `step`), with the run's stored test predictions (where it
+    has them) and the re-measurement's."""
     from mlflow.exceptions import MlflowException
 
     from sweeper.trainers.base import TrialJob
@@ -212,7 +220,6 @@ def measure(
     for path in trainer.reload_inputs(job):  # what the trainer reloads must be here
         if not Path(path).exists():
             raise FileNotFoundError(f"prepared input not on this machine: {path}")
-    step = stored.at(BEST).step if stored is not None else 0
     found = trainer.remeasure(job, Path(checkpoint), SPLIT, step)
     measured = found.logged(SPLIT)
     if metric not in measured:
@@ -220,10 +227,6 @@ def measure(
     return Remeasured(
         measured[metric], stored=stored, again=found.predictions, predictions_problem=problem
     )
-
-
-SPLIT = "test"
-"""The split `--evaluate` re-measures: the one the tables report."""
 
 
 def _stored_predictions(

@@ -10,6 +10,7 @@ the job): the pretraining stage's writes none.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,9 @@ def write_predictions(save_dir: Path) -> list[Path]:
     if not config.is_file():
         return []
     job = TrialJob.load(config)
+    # Training is over: the hub's INFO lines (its whole config, twice) would only bury
+    # the trial log's end.
+    logging.getLogger("fairseq").setLevel(logging.WARNING)
     device = device_of(job)
     files = {BEST_CHECKPOINT: BEST, LAST_CHECKPOINT: LAST}
     found = {
