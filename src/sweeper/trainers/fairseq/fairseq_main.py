@@ -58,6 +58,7 @@ from pathlib import Path
 from sweeper.quick_exit import exit_now
 from sweeper.trainers.fairseq.fairseq_checkpoints import BEST, LAST, allow_fairseq_checkpoints
 from sweeper.trainers.fairseq.fairseq_notice import FairseqNotice
+from sweeper.trainers.fairseq.fairseq_predict import write_predictions
 from sweeper.trainers.notice import Notice
 
 
@@ -324,8 +325,6 @@ def main(argv: list[str]) -> None:
     if save_dir is not None:
         drop_training_state(save_dir / BEST)
         write_counts(save_dir)
-        from sweeper.trainers.fairseq.fairseq_predict import write_predictions
-
         write_predictions(save_dir)
     exit_now()
 
