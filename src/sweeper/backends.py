@@ -7,7 +7,7 @@ invariant 4):
 
 - its trainer (`trainer`: a `sweeper.trainers.base.Trainer` class), which also says how
   a stored checkpoint is reloaded for `summarize --evaluate` (`reload_inputs`,
-  `test_accuracy`, `test_metrics`: the test metrics it reports);
+  `remeasure`: per-example predictions and the metrics it reports, counted from them);
 - how a trial's job is built (`job`: a function `(backend, spec, trial, inputs,
   out_dir, threads, device) -> TrialJob`, given its own entry; the job carries its
   task and its one data folder, `data`);

@@ -4,7 +4,8 @@ The data comes from the project's own preparation (`sweeper.data.prepare`) and t
 starting weights from `sweeper.models.init_checkpoint`, so this is the fairseq half of
 a demo trial at toy size. The best checkpoint is then reloaded with plain fairseq
 (`RobertaModel.from_pretrained`) and must reproduce the test accuracy and loss that the
-trial's events recorded at the best validation step.
+trial's events recorded at the best validation step; the trial's predictions files
+(best and last, valid and test) must count to the recorded accuracies exactly.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from sweeper.trainers.fairseq.fairseq_checkpoints import BEST, LAST, allow_fairs
 from sweeper.trainers.fairseq.fairseq_trainer import FairseqTrainer
 from sweeper.trainers.metrics import accuracy_percent
 from sweeper.trainers.runner import TrialResult, run_trainer
+from tests.support.predicted import assert_predictions_reproduce
 
 pytestmark = pytest.mark.integration
 pytest.importorskip("fairseq")
@@ -174,6 +176,24 @@ def test_plain_fairseq_reproduces_the_recorded_test_accuracy(trial) -> None:
     assert accuracy_percent(correct, TEST) == recorded.accuracy
     # fairseq logs the loss in bits rounded to 0.001; events carry nats
     assert nll / TEST == pytest.approx(recorded.loss, abs=0.001 * math.log(2))
+
+
+def test_predictions_count_to_the_recorded_accuracies(trial) -> None:
+    """Each example's flag is its predicted class against its label, in the prepared
+    split's order (the HF folder's labels are the same examples' labels)."""
+    import json
+
+    job, result = trial
+    files = assert_predictions_reproduce(Path(job.out_dir), result.events)
+    hf = Path(job.data).parent / "hf"
+    for split, made in files.items():
+        labels = [json.loads(line)["label"] for line in (hf / f"{split}.jsonl").open()]
+        assert len(made.ids) == len(labels) == {"valid": VALID, "test": TEST}[split]
+        for which in ("best", "last"):
+            at = made.at(which)
+            assert at.correct == tuple(
+                int(p == t) for p, t in zip(at.predicted, labels, strict=True)
+            )
 
 
 def test_trainable_params_are_the_classifiers(trial) -> None:

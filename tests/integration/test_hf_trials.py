@@ -1,8 +1,9 @@
 """Real HF trials on tiny data, run the way the sweep runs them (`run_trainer`).
 
 One fixture trains a full fine-tuning trial once; the tests read its events, its
-checkpoint folder, and reload its best checkpoint. A second copy of the same job is
-killed after its first checkpoint and resumed, and must retrace the uninterrupted run.
+checkpoint folder and predictions files, and reload its best checkpoint. A second copy
+of the same job is killed after its first checkpoint and resumed, and must retrace the
+uninterrupted run, its predictions included.
 The init checkpoint is the models package's (`init_checkpoint`), the same file a
 fairseq trial of this seed would start from.
 """
@@ -20,10 +21,12 @@ from pathlib import Path
 import pytest
 
 from sweeper import record_names
+from sweeper.trainers import predictions
 from sweeper.trainers.base import TrialJob
 from sweeper.trainers.events import MetricEvent, best_validation
 from sweeper.trainers.registry import get_trainer
 from sweeper.trainers.runner import TrainerError, TrialResult, run_trainer
+from tests.support.predicted import assert_predictions_reproduce
 
 pytestmark = pytest.mark.integration
 
@@ -148,6 +151,16 @@ def test_best_checkpoint_reloads_with_from_pretrained_and_reproduces_test(full_t
     assert _accuracy(model, Path(job.data)) == pytest.approx(recorded, abs=0.01)
 
 
+def test_predictions_count_to_the_recorded_accuracies(full_trial):
+    """Each example's flag is its predicted class against its label, in the split's order."""
+    job, result = full_trial
+    for split, made in assert_predictions_reproduce(Path(job.out_dir), result.events).items():
+        lines = (Path(job.data) / f"{split}.jsonl").read_text().splitlines()
+        labels = [json.loads(line)["label"] for line in lines]
+        at = made.at("best")
+        assert at.correct == tuple(int(p == t) for p, t in zip(at.predicted, labels, strict=True))
+
+
 def test_a_tie_keeps_the_earliest_best_checkpoint(inputs, tmp_path):
     """Every epoch scores the same: the best must stay the first (transformers compares
     with a strict >), the rule the summariser applies to the events."""
@@ -230,6 +243,11 @@ def test_a_killed_trial_resumes_from_its_last_checkpoint(inputs, full_trial, tmp
         assert got[key].loss == pytest.approx(event.loss, rel=1e-4), key
     assert result.checkpoints.best is not None
     assert result.checkpoints.best.name == reference.checkpoints.best.name  # type: ignore[union-attr]
+    resumed = assert_predictions_reproduce(Path(job.out_dir), result.events)
+    for split, made in resumed.items():
+        again = predictions.read(reference.out_dir / "predictions" / f"{split}.json")
+        for which in ("best", "last"):
+            assert made.at(which).predicted == again.at(which).predicted, (split, which)
 
 
 def test_lora_trial_records_its_trainable_count_and_reloads_with_peft(inputs, tmp_path):
@@ -254,3 +272,4 @@ def test_lora_trial_records_its_trainable_count_and_reloads_with_peft(inputs, tm
     _, recorded = _test_at_best(result.events)
     model = PeftModel.from_pretrained(hf_init_model(inputs["init"]), best)
     assert _accuracy(model, inputs["hf"]) == pytest.approx(recorded, abs=0.01)
+    assert_predictions_reproduce(Path(job.out_dir), result.events)  # adapters reloaded by PEFT

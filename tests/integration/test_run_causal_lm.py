@@ -4,17 +4,27 @@
 one epoch of 10 updates): every trial run records loss, perplexity and exact match and
 the best-checkpoint metrics of the causal-LM selection; each stored best checkpoint,
 reloaded here with transformers (and PEFT for LoRA), gives the recorded test exact
-match; `summarize --evaluate` agrees; a grid asking fairseq for it exits 2 before
-anything is created.
+match; its uploaded predictions (each answer as text) count to the recorded exact
+matches; `summarize --evaluate` agrees, example by example too; a grid asking fairseq
+for it exits 2 before anything is created.
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from tests.support.sweeps import client_for, new_sweep, run_sweeper, runs_by_role
+from sweeper.data.lm_task import read_jsonl, read_symbols
+from sweeper.trainers.hf.lm_data import answer_text
+from tests.support.sweeps import (
+    client_for,
+    new_sweep,
+    run_sweeper,
+    runs_by_role,
+    stored_predictions,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -51,6 +61,13 @@ def test_a_causal_lm_sweep_records_reloadable_best_checkpoints(tmp_path, tmp_pat
             assert key in metrics, (run.info.run_name, sorted(metrics))
         measured = _reload(client, run.info.run_id, tmp_path / run.info.run_id)
         assert measured == pytest.approx(metrics["best_test_exact_match"], abs=1e-6)
+        assert run.data.tags["sweeper.predictions"] == "valid,test"
+        for split in ("valid", "test"):
+            stored = stored_predictions(out, run.info.run_id, split, tmp_path / f"p-{split}")
+            best = stored.at("best")
+            assert stored.task == "causal_lm" and best.step == metrics["best_step"]
+            assert best.accuracy == metrics[f"best_{split}_exact_match"], (split, best.accuracy)
+            assert all(isinstance(answer, str) for answer in best.predicted)
     counts = {
         r.data.tags["sweeper.method"]: int(r.data.tags["sweeper.trainable_params"]) for r in trials
     }
@@ -59,13 +76,19 @@ def test_a_causal_lm_sweep_records_reloadable_best_checkpoints(tmp_path, tmp_pat
     evaluated = run_sweeper("summarize", spec, "--evaluate", "--no-log", timeout=300)
     assert evaluated.returncode == 0, evaluated.stdout[-2000:] + evaluated.stderr[-2000:]
     assert "2 of 2 agree" in evaluated.stdout
+    assert "examples agree" in evaluated.stdout and "examples differ" not in evaluated.stdout
+
+    # A predicted answer is text by the prepared folder's symbols: the expected answers'
+    # ids read back as the answers given in the spec.
+    (prepared,) = Path(out, "prepared").glob("lm-*")
+    symbols = read_symbols(prepared)
+    texts = {answer_text(row["answer"], symbols) for row in read_jsonl(prepared / "test.jsonl")}
+    assert texts == set(ANSWERS.values())
 
 
 def _reload(client, run_id: str, tmp) -> float:
     """Test exact match of a run's stored best checkpoint, loaded with transformers
     (full) or as PEFT adapters on the trial's starting decoder (LoRA)."""
-    from pathlib import Path
-
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 

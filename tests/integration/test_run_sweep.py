@@ -2,9 +2,10 @@
 
 A 2-trial grid (fairseq and HF, random init, 1 seed, 2 epochs of 10 updates) must leave
 one parent run and one FINISHED child per trial key, with step metrics, the best
-checkpoint and the trial's files as artifacts, and `summarize --evaluate` must find both
-stored checkpoints giving their recorded test accuracy; and bad input must stop the command
-with exit 2 before anything is created.
+checkpoint, the trial's files and its per-example predictions (counting to the recorded
+best accuracies exactly) as artifacts, and `summarize --evaluate` must find both stored
+checkpoints giving their recorded test accuracy and every stored test prediction again;
+and bad input must stop the command with exit 2 before anything is created.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pytest
 from sweeper import record_names
 from tests.support.reliability import record
 from tests.support.sweeps import (
+    TEST,
     TRAIN,
     artifacts,
     assert_runs_carry_table1,
@@ -25,6 +27,7 @@ from tests.support.sweeps import (
     new_sweep,
     run_sweeper,
     runs_by_role,
+    stored_predictions,
 )
 
 pytestmark = pytest.mark.integration
@@ -82,12 +85,24 @@ def test_a_grid_of_real_trials_is_recorded(tmp_path, tmp_path_factory):
             artifacts(out, run_id)
         )
         assert artifacts(out, run_id, record_names.ARTIFACT_BEST_CHECKPOINT)
+        assert tags[record_names.TAG_PREDICTIONS] == "valid,test"
+        assert artifacts(out, run_id, record_names.ARTIFACT_PREDICTIONS_DIR) == [
+            "predictions/test.json",
+            "predictions/valid.json",
+        ]
+        metrics = run.data.metrics
+        for split in ("valid", "test"):
+            stored = stored_predictions(out, run_id, split, tmp_path / run_id)
+            best = stored.at("best")
+            assert best.step == metrics[record_names.METRIC_BEST_STEP]
+            assert best.accuracy == metrics[f"best_{split}_accuracy"], (run.info.run_name, split)
 
     assert_runs_carry_table1(spec, trials)  # fairseq's and HF's best_* metrics
     # The stored best checkpoints, reloaded by each framework, give the recorded accuracy.
     checked = run_sweeper("summarize", spec, "--evaluate", "--no-log")
     assert checked.returncode == 0, checked.stderr[-3000:]
-    assert "2 of 2 agree, exactly" in checked.stdout
+    assert f"ok ({TEST} of {TEST} examples agree)" in checked.stdout
+    assert f"2 of 2 agree, exactly; {2 * TEST} of {2 * TEST} test examples agree" in checked.stdout
 
 
 def _closed_port() -> int:

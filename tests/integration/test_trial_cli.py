@@ -1,5 +1,6 @@
 """`sweeper trial` end to end, as a user runs it: generated corpus, pretraining stage,
-shared init, then one real short trial per framework from the same inputs."""
+shared init, then one real short trial per framework from the same inputs, each
+leaving its predictions files in --out."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from sweeper.trainers import predictions
+from sweeper.trainers.events import MetricEvent
+from tests.support.predicted import assert_predictions_reproduce
 from tests.support.specs import SWEEPS
 
 pytestmark = pytest.mark.integration
@@ -69,6 +73,13 @@ def test_one_short_trial_per_framework_from_the_same_inputs(tmp_path: Path):
     folders = [Path(fs_job["data"]), Path(hf_job["data"])]  # each backend's, one preparation
     assert [f.name for f in folders] == ["fairseq", "hf"] and folders[0].parent == folders[1].parent
     assert "best valid accuracy" in second.stdout
+
+    made = {}
+    for framework, out in (("fairseq", fairseq_out), ("hf", hf_out)):
+        events = [MetricEvent.from_dict(e) for e in _events(out)]
+        made[framework] = assert_predictions_reproduce(out, events)
+    right_fs, right_hf = predictions.paired(made["fairseq"]["test"], made["hf"]["test"])
+    assert len(right_fs) == len(right_hf) == 40  # one test set: every example pairs by id
 
 
 def test_lora_on_fairseq_is_refused_before_anything_runs(tmp_path: Path):

@@ -51,6 +51,7 @@ from sweeper import record_names
 from sweeper.trainers.base import Checkpoints, TrialJob
 from sweeper.trainers.events import MetricEvent
 from sweeper.trainers.notice import Notice
+from sweeper.trainers.predictions import CheckpointPredictions, Measured
 
 PREFIX = "@@sweeper-event "
 EXTRA_ENV = "SWEEPER_DUMMY_EXTRA"
@@ -101,14 +102,22 @@ class DummyTrainer:
     def reload_inputs(self, job: TrialJob) -> list[str]:
         return [job.init_checkpoint] if job.method == "lora" else []
 
-    def test_accuracy(self, job: TrialJob, checkpoint: Path) -> float:
-        """The dummy's "model" is the step its best.json holds; its test accuracy is
-        the curve's value there, computed again."""
-        best = json.loads((checkpoint / "best.json").read_text(encoding="utf-8"))
-        return _accuracy(job, int(best["step"]), "test")
+    def remeasure(self, job: TrialJob, checkpoint: Path, split: str, step: int) -> Measured:
+        """The dummy's "model" is the step its best.json holds; its accuracy is the
+        curve's value there, computed again, and its predictions `dummy_predictions`
+        of that step."""
+        best = int(json.loads((checkpoint / "best.json").read_text(encoding="utf-8"))["step"])
+        accuracy = _accuracy(job, best, split)
+        return Measured(dummy_predictions(job, best), {"accuracy": accuracy})
 
-    def test_metrics(self, job: TrialJob, checkpoint: Path) -> dict[str, float]:
-        return {record_names.METRIC_TEST_ACC: self.test_accuracy(job, checkpoint)}
+
+def dummy_predictions(job: TrialJob, step: int, examples: int = 10) -> CheckpointPredictions:
+    """What the dummy's "model" at `step` predicts for `examples` examples: class
+    (i * step + seed) % 2 for example i, right where that is i % 2 (a function of the
+    step, not of the curve: it only has to change when the checkpoint does)."""
+    predicted = tuple((i * step + job.seed) % 2 for i in range(examples))
+    correct = tuple(int(p == i % 2) for i, p in enumerate(predicted))
+    return CheckpointPredictions(step, predicted, tuple(0.5 + i / 100 for i in predicted), correct)
 
 
 def _accuracy(job: TrialJob, step: int, split: str, noise: float = 0.0) -> float:

@@ -15,7 +15,6 @@ Only the test that runs a sweep through it names it in `$SWEEPER_PLUGINS`
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -24,7 +23,8 @@ if __name__ == "__main__":  # the child, run by path: the repository root on the
 
 from sweeper import record_names
 from sweeper.trainers.base import TrialJob
-from tests.support.dummy_trainer import DummyTrainer, _accuracy
+from sweeper.trainers.predictions import Measured
+from tests.support.dummy_trainer import DummyTrainer
 
 PLUGIN = f"{__name__}:register"
 
@@ -57,11 +57,12 @@ class LMDummyTrainer(DummyTrainer):
             str(Path(job.out_dir) / record_names.TRIAL_CONFIG_FILE),
         ]
 
-    def test_metrics(self, job: TrialJob, checkpoint: Path) -> dict[str, float]:
+    def remeasure(self, job: TrialJob, checkpoint: Path, split: str, step: int) -> Measured:
         """The curve at the stored best step, as the child reported it there."""
-        best = json.loads((checkpoint / "best.json").read_text(encoding="utf-8"))
-        measured = _accuracy(job, int(best["step"]), "test")
-        return {"test_exact_match": measured, "test_perplexity": perplexity(measured)}
+        found = super().remeasure(job, checkpoint, split, step)
+        measured = found.metrics["accuracy"]
+        metrics = {"exact_match": measured, "perplexity": perplexity(measured)}
+        return Measured(found.predictions, metrics)
 
 
 def main(job_path: str) -> int:

@@ -25,6 +25,7 @@ from tests.support.processes import clean_env, kill_group, sweeper_command
 TRAIN = 80
 BATCH = 8
 UPDATES_PER_EPOCH = TRAIN // BATCH  # 10
+TEST = 20
 
 _SHARED: dict[str, Path] = {}
 
@@ -41,7 +42,7 @@ def base_spec(corpus: Path, name: str, output_dir: Path) -> dict[str, Any]:
                 "seed": 0,
                 "train_size": TRAIN,
                 "valid_size": 20,
-                "test_size": 20,
+                "test_size": TEST,
                 "unlabeled_size": 400,
                 "vocab_size": 200,
             },
@@ -187,6 +188,14 @@ def assert_runs_carry_table1(spec: Path, runs: list[Any]) -> None:
         assert metrics[record_names.METRIC_BEST_TEST_ACC] == row["test_accuracy"], run.info.run_name
         assert metrics[record_names.METRIC_BEST_VALID_ACC] == row["best_valid_accuracy"]
         assert metrics[record_names.METRIC_BEST_STEP] == row["best_step"]
+
+
+def stored_predictions(out: Path, run_id: str, split: str, into: Path) -> Any:
+    """A trial run's uploaded predictions of `split` (`sweeper.trainers.predictions`)."""
+    from sweeper.trainers import predictions
+
+    local = client_for(out).download_artifacts(run_id, predictions.artifact_path(split), str(into))
+    return predictions.read(Path(local))
 
 
 def count_of(value: float, total: int) -> int:

@@ -8,8 +8,16 @@ from pathlib import Path
 import pytest
 
 from sweeper import record_names
-from sweeper.tracking.artifacts import LOG_FILES, UploadError, upload_logs, upload_trial
+from sweeper.tracking.artifacts import (
+    LOG_FILES,
+    UploadError,
+    upload_logs,
+    upload_trial,
+    uploaded_splits,
+)
+from sweeper.trainers import predictions
 from sweeper.trainers.base import Checkpoints
+from sweeper.trainers.predictions import CheckpointPredictions, SplitPredictions
 from sweeper.trainers.runner import TrialResult
 
 
@@ -51,6 +59,24 @@ def test_upload_trial_writes_the_layout(tmp_path, best_as_dir):
         expected |= {f"{best}/checkpoint_best.pt"}
     assert _files(store) == expected
     assert not (tmp_path / "unused.db").exists()  # the tracking store is never opened
+    assert uploaded_splits(names) == []  # no predictions files: nothing more, no tag
+
+
+def test_predictions_files_go_up_with_the_trial(tmp_path):
+    result = _trial_folder(tmp_path, best_as_dir=False)
+    best = CheckpointPredictions(10, (1, 0), (0.9, 0.6), (1, 1))
+    for split in ("test", "valid"):
+        predictions.write(
+            result.out_dir, SplitPredictions(split, "classification", (0, 1), {"best": best})
+        )
+    (result.out_dir / "predictions" / "train.json").write_text("{}")  # not a split that goes up
+    store = tmp_path / "artifacts"
+    names = upload_trial(result, store.as_uri(), tracking_uri="sqlite:///unused.db")
+    assert uploaded_splits(names) == ["valid", "test"]
+    assert {"predictions/valid.json", "predictions/test.json"} <= _files(store)
+    assert "predictions/train.json" not in _files(store)
+    uploaded = predictions.read(store / "predictions" / "test.json")
+    assert uploaded.at("best") == best
 
 
 def test_local_names_are_the_artifact_names():

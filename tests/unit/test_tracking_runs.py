@@ -191,7 +191,7 @@ def test_recorder_writes_statuses_metrics_and_errors(client, experiment, tmp_pat
     recorder.result(
         "ok",
         {"sweeper_final": True, "trainable_params": 7, "total_params": 9, "points": [],
-         "versions": '{"torch":"2.13.0"}'},
+         "versions": '{"torch":"2.13.0"}', "predictions": "valid,test"},
     )  # fmt: skip
     recorder.finished("ok")
     run = client.get_run(ok)
@@ -201,6 +201,7 @@ def test_recorder_writes_statuses_metrics_and_errors(client, experiment, tmp_pat
     assert run.data.tags[record_names.TAG_RAY_TRIAL_ID] == "ray_0"
     assert run.data.tags[record_names.TAG_NODE] == "host (127.0.0.1)"
     assert run.data.tags[record_names.TAG_TRAINABLE_PARAMS] == "7"
+    assert run.data.tags[record_names.TAG_PREDICTIONS] == "valid,test"
     assert [(m.step, m.value) for m in client.get_metric_history(ok, "valid_accuracy")] == [
         (10, 60.0)
     ]
@@ -213,6 +214,7 @@ def test_recorder_writes_statuses_metrics_and_errors(client, experiment, tmp_pat
     assert run.data.tags[record_names.TAG_STATUS] == record_names.Status.FAILED
     tag = run.data.tags[record_names.TAG_ERROR]
     assert tag.startswith("dummy trainer exited with code 3") and len(tag) <= 8000
+    assert record_names.TAG_PREDICTIONS not in run.data.tags
     local = client.download_artifacts(bad, ERROR_ARTIFACT, str(tmp_path))
     assert Path(local).read_text() == error
 

@@ -9,7 +9,15 @@ from sweeper import record_names
 from sweeper.trainers.base import Checkpoints
 from sweeper.trainers.events import MetricEvent
 from sweeper.trainers.runner import TrialResult
-from sweeper.tune.trainable import CONFIG_KEY, CORRECTIONS, FINAL, POINTS, Reporter, event_points
+from sweeper.tune.trainable import (
+    CONFIG_KEY,
+    CORRECTIONS,
+    FINAL,
+    POINTS,
+    PREDICTIONS,
+    Reporter,
+    event_points,
+)
 from sweeper.tune.tuner import TrialNames
 
 
@@ -81,6 +89,16 @@ def test_flush_and_finish_send_the_remaining_points(tmp_path: Path):
     assert final[FINAL] is True
     assert (final["trainable_params"], final["total_params"], final["wall_time"]) == (10, 20, 12.0)
     assert final[POINTS] == event_points(_train(8))
+    assert PREDICTIONS not in final  # a trainer that wrote no predictions files
+
+
+def test_the_final_report_names_the_uploaded_predictions(tmp_path: Path):
+    sent: list[dict] = []
+    reporter = Reporter(sent.append, node="n1")
+    reporter.finish(
+        TrialResult(tmp_path, [], Checkpoints(None, None), 1.0, None), ["valid", "test"]
+    )
+    assert sent[-1][FINAL] is True and sent[-1][PREDICTIONS] == "valid,test"
 
 
 def test_trial_names_follow_the_sweep_names():

@@ -50,7 +50,10 @@ With --evaluate, each counted trial's best checkpoint is downloaded from MLflow,
 reloaded with its framework (fairseq's hub interface, transformers / PEFT
 from_pretrained) and run on the prepared test split again; any trial whose re-measured
 accuracy (or macro-F1, exact match) is not exactly the recorded one is reported (both
-come from counts through one function; a loss or perplexity may differ by 0.01): one line
+come from counts through one function; a loss or perplexity may differ by 0.01), and
+so is any whose stored test predictions (runs tagged sweeper.predictions) the
+checkpoint does not repeat example by example ("ok (189 of 189 examples agree)", or
+how many differ and their first ids): one line
 per trial after the report, as it is measured, the last with the tally; the table goes
 to --out and the parent run (evaluation.md), and with --format markdown/csv/json/latex
 follows the report too. This needs the trials' prepared data on this machine and loads

@@ -2,8 +2,10 @@
 
 The trial is the one the sweep would run for these grid values: same data, same
 starting weights, same recipe. It writes metric events (events.jsonl), the trainer's
-log (trainer.log: all of the trainer's own output; -v shows it here too) and the best
-and last checkpoints into --out, and prints each validation point.
+log (trainer.log: all of the trainer's own output; -v shows it here too), the best
+and last checkpoints and their per-example predictions on valid and test
+(predictions/valid.json, predictions/test.json) into --out, and prints each
+validation point.
 Run it again with the same --out and it resumes from the last checkpoint.
 
   sweeper trial sweeps/demo.yaml --seed 1 --init pretrained --framework fairseq

@@ -12,8 +12,10 @@ Prompts and answers are encoded with the sweep's sentencepiece model and numbere
 its fairseq dictionary (`sweeper.data.vocab.fairseq_ids`), the ids of every other
 prepared file. The folder is `output_dir/prepared/lm-<hash>` over the same inputs as the
 classification data (`sweeper.data.prepare.content_hash`) plus the answers:
-`{train,valid,test}.jsonl` with one `{"prompt": [ids], "answer": [ids]}` per line, and
-`pretrain.jsonl` (the unlabeled corpus' ids) when the spec pretrains.
+`{train,valid,test}.jsonl` with one `{"prompt": [ids], "answer": [ids]}` per line,
+`symbols.json` (each id's symbol, the dictionary's numbering: what turns a generated
+answer's ids back into text where the dictionary is not, on any node a trial runs on),
+and `pretrain.jsonl` (the unlabeled corpus' ids) when the spec pretrains.
 """
 
 from __future__ import annotations
@@ -34,10 +36,12 @@ from sweeper.data.rawtext import read_lines
 from sweeper.data.vocab import UNK, fairseq_ids, load_sentencepiece
 from sweeper.spec.schema import SweepSpec
 
-LM_VERSION = 1
+LM_VERSION = 2
+"""Of the folder's layout (2: with `SYMBOLS_FILE`); it enters the folder's hash."""
 PRETRAIN_FILE = "pretrain/ids.jsonl"
 """In a folder of its own: the pretraining cache key hashes that folder only."""
 META_FILE = "lm.json"
+SYMBOLS_FILE = "symbols.json"
 
 Log = Callable[[str], None]
 
@@ -91,7 +95,12 @@ def prepare_lm(spec: SweepSpec, log: Log = print) -> LMData:
         (tmp / PRETRAIN_FILE).parent.mkdir()
         _write_jsonl(tmp / PRETRAIN_FILE, rows)
     assert spec.model.dictionary is not None  # causal_lm: the schema requires the files
-    vocab_size = len(fairseq_ids(spec.model.dictionary))
+    index = fairseq_ids(spec.model.dictionary)
+    vocab_size = len(index)
+    symbols = sorted(index, key=index.__getitem__)
+    (tmp / SYMBOLS_FILE).write_text(
+        json.dumps(symbols, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
     meta = {"vocab_size": vocab_size, "num_train": counts["train"], "splits": counts}
     (tmp / META_FILE).write_text(json.dumps(meta) + "\n", encoding="utf-8")
     if root.exists():  # another process prepared it meanwhile: same bytes
@@ -143,6 +152,15 @@ def _write_jsonl(path: Path, rows: Sequence[dict[str, list[int]]]) -> None:
     with open(path, "w", encoding="utf-8") as out:
         for row in rows:
             out.write(json.dumps(row, separators=(",", ":")) + "\n")
+
+
+def read_symbols(root: Path) -> list[str] | None:
+    """Each id's symbol in a prepared folder (`SYMBOLS_FILE`), or None for a folder
+    without them (laid out before `LM_VERSION` 2)."""
+    path = Path(root) / SYMBOLS_FILE
+    if not path.is_file():
+        return None
+    return list(json.loads(path.read_text(encoding="utf-8")))
 
 
 def read_jsonl(path: Path) -> list[dict[str, list[int]]]:

@@ -3,8 +3,8 @@
 Table 1's test accuracy is what the trainer logged at the best validation step. This
 checks that record against the artifact people will reuse: download the run's
 `checkpoints/best` and `trial.json`, reload the checkpoint with the trial's backend's
-trainer (`Trainer.test_accuracy`; every other test metric, `Trainer.test_metrics`)
-and measure the prepared test split again. A mismatch means the
+trainer (`Trainer.remeasure`: per-example predictions, every test metric counted from
+them) and measure the prepared test split again. A mismatch means the
 stored checkpoint is not the one the table describes (or the data changed), which is
 exactly what a reader of the table needs to know.
 
@@ -16,6 +16,14 @@ so the same predictions give the same float bit for bit, and one prediction more
 less moves it far above any rounding. Other metrics (loss,
 perplexity) are sums of floats whose order and device may differ between a trainer and
 a reload; they agree within `TOLERANCE`.
+
+Example by example, too: a run tagged `sweeper.predictions` holds the test split's
+per-example predictions of its best checkpoint (`predictions/test.json`, made in the
+trial by the reload used here: `sweeper.trainers.reload`); the re-measurement's own
+predictions (`Trainer.remeasure`, from which its metric is counted) are compared with
+them per example, the predicted class (a causal LM's answer) and its correct flag.
+Two predictions whose errors cancel leave the accuracy alone but not this check. A
+run without the tag is checked by its metric alone and says "no stored predictions".
 
 The trial's prepared data must be on this machine (trial.json names its folders); when
 it is not, the trial is reported as not measured, with the missing path.
@@ -32,6 +40,8 @@ from typing import TYPE_CHECKING, Any
 
 from sweeper import record_names
 from sweeper.summarize.records import CountedTrial
+from sweeper.trainers import predictions
+from sweeper.trainers.predictions import BEST, CheckpointPredictions, SplitPredictions, differing
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -46,9 +56,18 @@ EXACT_METRICS = frozenset(
 re-measured by one expression on integer counts, so they must be equal."""
 
 
+SPLIT = "test"
+"""The split `--evaluate` re-measures: the one the tables report."""
+
+
+SHOWN_IDS = 5
+"""How many differing example ids a verdict names (the JSON holds them all)."""
+
+
 @dataclass(frozen=True)
 class Evaluation:
-    """One trial's recorded test accuracy next to the re-measured one."""
+    """One trial's recorded test accuracy next to the re-measured one, and its stored
+    per-example predictions next to the re-made ones."""
 
     run_id: str
     run_name: str
@@ -60,9 +79,18 @@ class Evaluation:
     """Why it could not be measured (missing artifact or data); None when measured."""
     exact: bool = True
     """Whether the metric must agree exactly (`EXACT_METRICS`) or within `TOLERANCE`."""
+    examples: int | None = None
+    """Test examples whose stored prediction was compared; None when the run stores
+    none (or it was not measured)."""
+    differing: tuple[int, ...] = ()
+    """Ids of the compared examples whose stored prediction the re-measurement does not
+    repeat (another class or answer, or another correct flag)."""
+    predictions_problem: str | None = None
+    """Why the stored predictions could not be compared (unreadable, another number of
+    examples); None when compared or when there are none."""
 
     @property
-    def agrees(self) -> bool:
+    def metric_agrees(self) -> bool:
         if self.measured is None:
             return False
         if self.exact:
@@ -70,13 +98,37 @@ class Evaluation:
         return abs(self.measured - self.recorded) <= TOLERANCE
 
     @property
+    def agrees(self) -> bool:
+        """The metric agrees, and so does every compared example."""
+        return self.metric_agrees and not self.differing and self.predictions_problem is None
+
+    @property
+    def examples_verdict(self) -> str:
+        """`189 of 189 examples agree`, `2 of 189 examples differ (ids 4, 17)`, or why
+        they were not compared."""
+        if self.predictions_problem is not None:
+            return f"stored predictions: {self.predictions_problem}"
+        if self.examples is None:
+            return "no stored predictions"
+        if not self.differing:
+            return f"{self.examples} of {self.examples} examples agree"
+        shown = ", ".join(str(i) for i in self.differing[:SHOWN_IDS])
+        more = ", ..." if len(self.differing) > SHOWN_IDS else ""
+        return f"{len(self.differing)} of {self.examples} examples differ (ids {shown}{more})"
+
+    @property
     def verdict(self) -> str:
         if self.measured is None:
             return f"not measured: {self.problem}"
-        return "ok" if self.agrees else f"MISMATCH ({self.measured - self.recorded:+.3g})"
+        if not self.metric_agrees:
+            return f"MISMATCH ({self.measured - self.recorded:+.3g}; {self.examples_verdict})"
+        if self.agrees:
+            return f"ok ({self.examples_verdict})"
+        head = "NOT COMPARED" if self.predictions_problem is not None else "EXAMPLES DIFFER"
+        return f"{head} ({self.examples_verdict})"
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "agrees": self.agrees}
+        return {**asdict(self), "differing": list(self.differing), "agrees": self.agrees}
 
 
 def evaluate_trials(
@@ -94,32 +146,62 @@ def evaluate_trials(
     evaluations = []
     for number, trial in enumerate(trials, 1):
         with tempfile.TemporaryDirectory(prefix="sweeper-evaluate-") as tmp:
-            measured, problem = None, None
             try:
-                measured = measure(client, trial.run_id, Path(tmp), metric)
+                found = measure(client, trial.run_id, Path(tmp), metric, trial.best_step)
             except (FileNotFoundError, OSError) as exc:
-                problem = str(exc)
-        found = Evaluation(
+                found = Remeasured(problem=str(exc))
+        evaluation = Evaluation(
             trial.run_id,
             trial.run_name,
             trial.framework,
             trial.best_step,
             trial.test_value,
-            measured,
-            problem,
+            found.value,
+            found.problem,
             exact=metric in EXACT_METRICS,
+            **found.comparison(),
         )
-        evaluations.append(found)
-        line = f"evaluate {number}/{len(trials)} {trial.run_name}: {found.verdict}"
+        evaluations.append(evaluation)
+        line = f"evaluate {number}/{len(trials)} {trial.run_name}: {evaluation.verdict}"
         log(line if number < len(trials) else f"{line} ({tally(evaluations, metric)})")
     return evaluations
 
 
+@dataclass(frozen=True)
+class Remeasured:
+    """What `measure` found for one run: the metric again, and its stored predictions
+    beside the re-made ones (None where the run stores none)."""
+
+    value: float | None = None
+    problem: str | None = None
+    stored: SplitPredictions | None = None
+    again: CheckpointPredictions | None = None
+    predictions_problem: str | None = None
+
+    def comparison(self) -> dict[str, Any]:
+        """`Evaluation`'s example fields: how many were compared, the ids that differ."""
+        if self.predictions_problem is not None:
+            return {"predictions_problem": self.predictions_problem}
+        if self.stored is None or self.again is None:
+            return {}
+        try:
+            positions = differing(self.stored.at(BEST), self.again)
+        except ValueError as exc:
+            return {"predictions_problem": str(exc)}
+        ids = tuple(self.stored.ids[k] for k in positions)
+        return {"examples": len(self.stored.ids), "differing": ids}
+
+
 def measure(
-    client: MlflowClient, run_id: str, tmp: Path, metric: str = record_names.METRIC_TEST_ACC
-) -> float:
+    client: MlflowClient,
+    run_id: str,
+    tmp: Path,
+    metric: str = record_names.METRIC_TEST_ACC,
+    step: int = 0,
+) -> Remeasured:
     """Test `metric` (accuracy, macro-F1 in %, ...) of run `run_id`'s stored best
-    checkpoint."""
+    checkpoint (recorded at `step`), with the run's stored test predictions (where it
+    has them) and the re-measurement's."""
     from mlflow.exceptions import MlflowException
 
     from sweeper.trainers.base import TrialJob
@@ -132,17 +214,40 @@ def measure(
         )
     except MlflowException as exc:
         raise FileNotFoundError(f"artifact missing: {exc.message.splitlines()[0]}") from None
+    stored, problem = _stored_predictions(client, run_id, tmp)
     job = TrialJob.load(Path(config))
     trainer = get_trainer(job.framework, job.task)
     for path in trainer.reload_inputs(job):  # what the trainer reloads must be here
         if not Path(path).exists():
             raise FileNotFoundError(f"prepared input not on this machine: {path}")
-    if metric == record_names.METRIC_TEST_ACC:
-        return trainer.test_accuracy(job, Path(checkpoint))
-    measured = trainer.test_metrics(job, Path(checkpoint))
+    found = trainer.remeasure(job, Path(checkpoint), SPLIT, step)
+    measured = found.logged(SPLIT)
     if metric not in measured:
         raise FileNotFoundError(f"the {job.framework} trainer does not re-measure {metric}")
-    return measured[metric]
+    return Remeasured(
+        measured[metric], stored=stored, again=found.predictions, predictions_problem=problem
+    )
+
+
+def _stored_predictions(
+    client: MlflowClient, run_id: str, tmp: Path
+) -> tuple[SplitPredictions | None, str | None]:
+    """The run's stored predictions of `SPLIT` (None where its `sweeper.predictions`
+    tag does not list it), or why they could not be read."""
+    from mlflow.exceptions import MlflowException
+
+    tag = client.get_run(run_id).data.tags.get(record_names.TAG_PREDICTIONS, "")
+    if SPLIT not in tag.split(","):
+        return None, None
+    try:
+        path = client.download_artifacts(run_id, predictions.artifact_path(SPLIT), str(tmp))
+        stored = predictions.read(Path(path))
+        stored.at(BEST)
+    except MlflowException as exc:
+        return None, f"artifact missing: {exc.message.splitlines()[0]}"
+    except (KeyError, ValueError, OSError) as exc:
+        return None, f"{predictions.artifact_path(SPLIT)}: {exc}"
+    return stored, None
 
 
 def mismatches(evaluations: Sequence[Evaluation]) -> list[Evaluation]:
@@ -152,12 +257,28 @@ def mismatches(evaluations: Sequence[Evaluation]) -> list[Evaluation]:
 
 def tally(evaluations: Sequence[Evaluation], metric: str | None = None) -> str:
     """The count of agreeing trials, "k of n agree", with the rule they agree by when
-    `metric` is given."""
+    `metric` is given; then, where stored predictions were compared, the count of
+    agreeing examples over those trials ("2268 of 2268 test examples agree"), and how
+    many trials had none to compare."""
     agree = len(evaluations) - len(mismatches(evaluations))
     text = f"{agree} of {len(evaluations)} agree"
-    if metric is None:
+    if metric is not None:
+        text += ", exactly" if metric in EXACT_METRICS else f", within {TOLERANCE}"
+    compared = [e for e in evaluations if e.examples is not None]
+    if not compared:
         return text
-    return text + (", exactly" if metric in EXACT_METRICS else f", within {TOLERANCE}")
+    total = sum(e.examples or 0 for e in compared)
+    same = total - sum(len(e.differing) for e in compared)
+    text += f"; {same} of {total} test examples agree"
+    without = len(evaluations) - len(compared)
+    return text + (f" ({without} trial(s) not compared example by example)" if without else "")
+
+
+def examples_cell(evaluation: Evaluation) -> str:
+    """evaluation.md's "Examples agree": `187 of 189`, or empty where none were compared."""
+    if evaluation.examples is None:
+        return ""
+    return f"{evaluation.examples - len(evaluation.differing)} of {evaluation.examples}"
 
 
 def to_markdown(
@@ -168,14 +289,14 @@ def to_markdown(
     lines = [
         f"## {title} re-measured from the stored best checkpoints ({rule})",
         "",
-        "| Trial | Framework | Best step | Recorded | Re-measured | Verdict |",
-        "|---|---|---:|---:|---:|---|",
+        "| Trial | Framework | Best step | Recorded | Re-measured | Examples agree | Verdict |",
+        "|---|---|---:|---:|---:|---:|---|",
     ]
     for e in evaluations:
         measured = "" if e.measured is None else f"{e.measured:.2f}"
         lines.append(
             f"| {e.run_name} | {e.framework} | {e.best_step} | {e.recorded:.2f} | "
-            f"{measured} | {e.verdict} |"
+            f"{measured} | {examples_cell(e)} | {e.verdict} |"
         )
     lines += ["", f"{tally(evaluations)}."]
     return "\n".join(lines) + "\n"

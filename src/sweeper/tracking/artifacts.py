@@ -1,4 +1,5 @@
-"""Trial-side artifact upload: the best checkpoint, the config, the log, the events.
+"""Trial-side artifact upload: the best checkpoint, the config, the log, the events,
+the per-example predictions.
 
 The trial uploads its own files because only its node has them (on a cluster the
 driver cannot read a worker's disk). It writes through the run's artifact repository
@@ -7,7 +8,9 @@ trial never opens the driver's SQLite database; the same call writes to a local
 folder, S3, or a tracking server's `mlflow-artifacts:` proxy. A failed upload raises,
 which fails the trial: a finished run without its checkpoint would be a false record.
 The files of one trial go up together (a thread each): through a tracking server each
-is one request, and none waits for another.
+is one request, and none waits for another. Predictions files (`predictions/<split>.json`,
+`sweeper.trainers.predictions`) go up with them when the trainer wrote them; a trainer
+that writes none adds no upload.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from typing import TYPE_CHECKING
 
 from sweeper import record_names
 from sweeper.redact import links_outside, redact
+from sweeper.trainers import predictions
+from sweeper.trainers.trial_predictions import SPLITS
 
 if TYPE_CHECKING:
     from mlflow.store.artifact.artifact_repo import ArtifactRepository
@@ -47,12 +52,30 @@ def repository(artifact_uri: str, tracking_uri: str) -> ArtifactRepository:
     return get_artifact_repository(artifact_uri, tracking_uri=tracking_uri)
 
 
+def prediction_files(out_dir: Path) -> dict[str, Path]:
+    """{split: file} of the predictions files the trainer left in the trial folder."""
+    folder = Path(out_dir) / record_names.PREDICTIONS_DIR
+    found = {split: folder / predictions.file_name(split) for split in SPLITS}
+    return {s: path for s, path in found.items() if path.is_file() and not path.is_symlink()}
+
+
+def uploaded_splits(names: list[str]) -> list[str]:
+    """The splits among uploaded artifact names whose predictions went up (for the
+    `record_names.TAG_PREDICTIONS` tag)."""
+    return [s for s in SPLITS if predictions.artifact_path(s) in names]
+
+
 def upload_logs(
-    out_dir: Path, artifact_uri: str, tracking_uri: str, also: Callable[[], object] | None = None
+    out_dir: Path,
+    artifact_uri: str,
+    tracking_uri: str,
+    also: Callable[[], object] | None = None,
+    with_predictions: bool = False,
 ) -> list[str]:
     """trial.json, trainer.log and events.jsonl (those that exist) at the artifact root,
-    and `also` (another upload), at once; returns their artifact names. Raises the
-    first failure once every upload has ended."""
+    `also` (another upload) and, `with_predictions`, the predictions files, at once;
+    returns their artifact names. Raises the first failure once every upload has
+    ended."""
     repo = repository(artifact_uri, tracking_uri)
     uploads: list[Callable[[], object]] = [] if also is None else [also]
     uploaded = []
@@ -61,6 +84,10 @@ def upload_logs(
         if path.is_file() and not path.is_symlink():  # a link could point anywhere
             uploads.append(functools.partial(_upload_log, repo, path))
             uploaded.append(name)
+    for split, path in (prediction_files(out_dir) if with_predictions else {}).items():
+        folder = record_names.ARTIFACT_PREDICTIONS_DIR
+        uploads.append(functools.partial(repo.log_artifact, str(path), folder))
+        uploaded.append(predictions.artifact_path(split))
     with ThreadPoolExecutor(max_workers=max(1, len(uploads))) as pool:
         for done in [pool.submit(upload) for upload in uploads]:
             done.result()
@@ -88,8 +115,9 @@ def redacted_copy(path: Path) -> Iterator[Path]:
 
 
 def upload_trial(result: TrialResult, artifact_uri: str, tracking_uri: str) -> list[str]:
-    """Everything a finished trial leaves in MLflow; raises if the best checkpoint is
-    missing or any upload fails."""
+    """Everything a finished trial leaves in MLflow (its predictions files among them,
+    where it has them: `uploaded_splits` of the names returned); raises if the best
+    checkpoint is missing or any upload fails."""
     best = result.checkpoints.best
     if best is None or not Path(best).exists():
         raise FileNotFoundError(f"the trainer left no best checkpoint in {result.out_dir}")
@@ -108,7 +136,9 @@ def upload_trial(result: TrialResult, artifact_uri: str, tracking_uri: str) -> l
             repo.log_artifact(str(best), record_names.ARTIFACT_BEST_CHECKPOINT)
 
     try:
-        logs = upload_logs(result.out_dir, artifact_uri, tracking_uri, also=upload_best)
+        logs = upload_logs(
+            result.out_dir, artifact_uri, tracking_uri, also=upload_best, with_predictions=True
+        )
     except Exception as exc:
         raise UploadError(
             f"artifact upload to {artifact_uri} failed: {type(exc).__name__}: {exc}"

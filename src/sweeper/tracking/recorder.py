@@ -143,8 +143,9 @@ class Recorder:
         )
 
     def result(self, key: str, result: Mapping[str, Any]) -> int:
-        """Log a trial report's new metric points (and its node, params counts); returns
-        how many points were new."""
+        """Log a trial report's new metric points (and its node, params counts, and the
+        splits whose predictions it uploaded, as tags in the same request); returns how
+        many points were new."""
         from mlflow.entities import Metric
 
         run_id = self.runs[key]
@@ -167,6 +168,8 @@ class Recorder:
         ):
             if result.get(name) is not None:
                 tags[tag] = str(int(result[name]))
+        if result.get("predictions"):  # a final report: the splits whose files went up
+            tags[record_names.TAG_PREDICTIONS] = str(result["predictions"])
         now = int(time.time() * 1000)
         points = self.metrics.new_points(run_id, result.get("points") or ())
         best = [p for p in points if _is_best(p[1])]

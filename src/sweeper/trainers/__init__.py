@@ -9,8 +9,9 @@ Shared by every framework:
   failures.py        why a trainer failed, in one line a researcher can act on
   metrics.py         accuracy from counts: the one expression every trainer uses
   devices.py         the trial's device (NVML first; torch only where a GPU is)
-  reload.py          a stored best checkpoint's test accuracy, measured again
+  reload.py          a stored checkpoint's per-example predictions, its metrics from them
   predictions.py     per-example predictions of a trial's best and last checkpoints
+  trial_predictions.py  a finished trial's predictions files (valid, test; best, last)
   trial_pipeline.py  one trial end to end: shared inputs, shared initial weights, trainer
   classification.py  the classification task's inputs and jobs (both frameworks' backends)
 Per framework:

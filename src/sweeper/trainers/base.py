@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from sweeper import record_names
 from sweeper.trainers.events import MetricEvent
+from sweeper.trainers.predictions import Measured
 
 EVAL_BATCH_SIZE = 64
 """Validation and test batch of every trainer and of `--evaluate`'s reload: accuracy does
@@ -178,18 +179,14 @@ class Trainer(Protocol):
         ...
 
     def reload_inputs(self, job: TrialJob) -> list[str]:
-        """Paths that must exist on this machine for `test_accuracy` to reload the
-        trial's checkpoint and classify its test split (prepared data, init weights)."""
+        """Paths that must exist on this machine for `remeasure` to reload the trial's
+        checkpoint and predict its splits (prepared data, init weights)."""
         ...
 
-    def test_accuracy(self, job: TrialJob, checkpoint: Path) -> float:
-        """Test accuracy (%) of a best checkpoint reloaded from `checkpoint`, the folder
-        its artifact was downloaded to (`sweeper summarize --evaluate`)."""
-        ...
-
-    def test_metrics(self, job: TrialJob, checkpoint: Path) -> dict[str, float]:
-        """Every test metric the backend reports, re-measured from a best checkpoint
-        as `test_accuracy` reloads it: {logged test name (`test_accuracy`,
-        `test_macro_f1`, a causal LM's `test_perplexity`, ...): value}. Empty for a
-        trainer that re-measures accuracy only."""
+    def remeasure(self, job: TrialJob, checkpoint: Path, split: str, step: int) -> Measured:
+        """A stored checkpoint reloaded from `checkpoint`, the folder its artifact was
+        downloaded to, and measured on `split` (`sweeper summarize --evaluate`): its
+        per-example predictions (labelled `step`, the checkpoint's) and every metric
+        the backend reports, counted from them under event names (`accuracy`,
+        `macro_f1`, a causal LM's `exact_match`, `perplexity`, ...)."""
         ...

@@ -28,6 +28,12 @@ among the trial run's artifacts (`record_names.ARTIFACT_PREDICTIONS_DIR`):
 - `best` is the checkpoint the summary's selection points at; `last` the final one
   (the two are the same step when the best is the last).
 
+Who writes them: each trainer's child process, once training has finished, reloads
+its best and last checkpoints from disk and predicts valid and test with
+`sweeper.trainers.reload` (`sweeper.trainers.trial_predictions`), the code
+`summarize --evaluate` re-predicts a stored checkpoint with; a `Measured` is one such
+prediction of a split with the metrics counted from it.
+
 Nothing here imports anything heavy.
 """
 
@@ -137,6 +143,34 @@ class SplitPredictions:
                 str(k): CheckpointPredictions.from_dict(v) for k, v in raw["checkpoints"].items()
             },
         )
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A checkpoint measured on one split outside training: its per-example predictions
+    and the split's metrics counted from them, by event name (a classifier's
+    `accuracy`, `macro_f1` and per-class values; a causal LM's `loss`, `perplexity`,
+    `exact_match`)."""
+
+    predictions: CheckpointPredictions
+    metrics: dict[str, float]
+
+    def logged(self, split: str) -> dict[str, float]:
+        """The metrics under the names a trial logs them: `test_accuracy`, ..."""
+        return {f"{split}_{name}": value for name, value in self.metrics.items()}
+
+
+def differing(stored: CheckpointPredictions, again: CheckpointPredictions) -> list[int]:
+    """Positions (in the split's id order) where two predictions of the same checkpoint
+    disagree: another predicted class or answer, or another correct flag. Scores are
+    not compared: a probability recomputed on another device or thread count may move
+    in its last digits without changing any prediction."""
+    if len(stored.correct) != len(again.correct):
+        raise ValueError(
+            f"{len(stored.correct)} stored predictions, {len(again.correct)} made again"
+        )
+    pairs = zip(stored.predicted, stored.correct, again.predicted, again.correct, strict=True)
+    return [k for k, (p, c, q, d) in enumerate(pairs) if p != q or c != d]
 
 
 def file_name(split: str) -> str:

@@ -46,6 +46,9 @@ FINAL = "sweeper_final"
 POINTS = "points"
 CORRECTIONS = "corrections"
 """Points of a step measured again after a resume with other values (see Reporter)."""
+PREDICTIONS = "predictions"
+"""Final report: the splits whose predictions files went up with the trial's other
+files, comma-separated; the driver sets them as the run's `sweeper.predictions` tag."""
 
 
 @dataclass(frozen=True)
@@ -219,20 +222,22 @@ class Reporter:
         if self._points or self._corrections:
             self._send({"step": self.last_step})
 
-    def finish(self, result: TrialResult) -> None:
+    def finish(self, result: TrialResult, predictions: Sequence[str] = ()) -> None:
         """The last report: remaining points, the best checkpoint's metrics, parameter
-        counts, the trial's wall time."""
+        counts, the trial's wall time, and the splits whose predictions were uploaded
+        (`PREDICTIONS`, only when there are any)."""
         counts = result.trainable_params or (None, None)
         self._points.extend(best_points(self._evaluations, self.last_step, self._selection))
-        self._send(
-            {
-                FINAL: True,
-                "step": self.last_step,
-                "wall_time": result.wall_time,
-                "trainable_params": counts[0],
-                "total_params": counts[1],
-            }
-        )
+        final: dict[str, Any] = {
+            FINAL: True,
+            "step": self.last_step,
+            "wall_time": result.wall_time,
+            "trainable_params": counts[0],
+            "total_params": counts[1],
+        }
+        if predictions:
+            final[PREDICTIONS] = ",".join(predictions)
+        self._send(final)
 
     def _send(self, metrics: dict[str, Any]) -> None:
         metrics.update({POINTS: self._points, "node": self.node, "versions": self._versions})
@@ -281,7 +286,7 @@ def run_reporting(
 ) -> None:
     """`run_ray_trial`'s body for a trial and run known by the caller (the search stage
     builds both from the sampled config); `report` receives every Tune report."""
-    from sweeper.tracking.artifacts import upload_logs, upload_trial
+    from sweeper.tracking.artifacts import upload_logs, upload_trial, uploaded_splits
     from sweeper.tracking.staging import localize
     from sweeper.trainers.trial_pipeline import run_trial, trial_dir
     from sweeper.tune.preemption import DrainWatcher
@@ -339,10 +344,10 @@ def run_reporting(
             sync.close()
     if preempted is not None:
         _leave_on_notice(ctx, out, reporter, sync, preempted)
-    upload_trial(result, ref.artifact_uri, ctx.tracking_uri)
+    uploaded = upload_trial(result, ref.artifact_uri, ctx.tracking_uri)
     if sync is not None:
         sync.discard()
-    reporter.finish(result)
+    reporter.finish(result, uploaded_splits(uploaded))
 
 
 def _import_in_background(module: str) -> None:

@@ -6,6 +6,8 @@
                          accuracy from counts, earliest best, torn checkpoints, bf16)
   fairseq_notice.py      the child's answer to SIGTERM: checkpoint_last.pt at the
                          current update, then stop (`sweeper.trainers.notice`)
+  fairseq_predict.py     the child's predictions files: best and last checkpoints on
+                         valid and test, once training has finished
   fairseq_checkpoints.py fairseq's checkpoint file names and the weights-only allow-list
   fairseq_pretrain.py    the pretraining stage: `masked_lm` on the unlabeled corpus, once
 

@@ -42,7 +42,9 @@ and applies these fixes around fairseq's own training:
    checkpoint_last.pt saved at that update (`fairseq_notice`); the process then exits
    with `preemption.PREEMPTED_EXIT`, printing the step (`preemption.Notice`).
 
-After training, checkpoint_best.pt loses its optimizer state (`drop_training_state`).
+After training, checkpoint_best.pt loses its optimizer state (`drop_training_state`),
+and a trial's best and last checkpoints predict valid and test example by example
+(`fairseq_predict.write_predictions`: the trial folder's predictions files).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from pathlib import Path
 from sweeper.quick_exit import exit_now
 from sweeper.trainers.fairseq.fairseq_checkpoints import BEST, LAST, allow_fairseq_checkpoints
 from sweeper.trainers.fairseq.fairseq_notice import FairseqNotice
+from sweeper.trainers.fairseq.fairseq_predict import write_predictions
 from sweeper.trainers.notice import Notice
 
 
@@ -322,6 +325,7 @@ def main(argv: list[str]) -> None:
     if save_dir is not None:
         drop_training_state(save_dir / BEST)
         write_counts(save_dir)
+        write_predictions(save_dir)
     exit_now()
 
 

@@ -32,6 +32,7 @@ from sweeper.trainers.base import (
 from sweeper.trainers.events import MetricEvent
 from sweeper.trainers.fairseq.fairseq_checkpoints import BEST, LAST, allow_fairseq_checkpoints
 from sweeper.trainers.metrics import ClassCounts, accuracy_percent, classification_metrics
+from sweeper.trainers.predictions import Measured
 from sweeper.trainers.runner import python_module_command
 
 CHILD_MODULE = "sweeper.trainers.fairseq.fairseq_main"
@@ -179,16 +180,11 @@ class FairseqTrainer:
     def reload_inputs(self, job: TrialJob) -> list[str]:
         return [job.data]
 
-    def test_accuracy(self, job: TrialJob, checkpoint: Path) -> float:
-        from sweeper.trainers.reload import fairseq_test_accuracy
+    def remeasure(self, job: TrialJob, checkpoint: Path, split: str, step: int) -> Measured:
+        """A best checkpoint (a folder holding checkpoint_best.pt) classifying `split`."""
+        from sweeper.trainers.reload import fairseq_predict
 
-        return fairseq_test_accuracy(job, checkpoint)
-
-    def test_metrics(self, job: TrialJob, checkpoint: Path) -> dict[str, float]:
-        """`test_accuracy`, `test_macro_f1` and per-class values of a best checkpoint."""
-        from sweeper.trainers.reload import fairseq_test_counts, test_classification_metrics
-
-        return test_classification_metrics(fairseq_test_counts(job, checkpoint))
+        return fairseq_predict(job, checkpoint, step, (split,))[split]
 
 
 def parse_log_line(line: str, wall_time: float) -> list[MetricEvent]:

@@ -3,6 +3,8 @@
   hf_trainer.py   the classifier's trainer as the parent sees it: command line, events
   hf_main.py      the classifier's child process (transformers Trainer, LoRA by PEFT)
   hf_notice.py    both children's answer to SIGTERM: a checkpoint at the current step
+  hf_predict.py   both children's predictions files: best and last checkpoints on
+                  valid and test, once training has finished
   hf_data.py      token-id datasets, batching and accuracy from counts for `hf_main`
   lm_main.py      the causal-LM child: answer-only loss, perplexity, exact match
   lm_data.py      prompt/answer batches and the causal-LM measurements (also `--evaluate`)

@@ -8,7 +8,8 @@ accuracy of the best-validation checkpoint is known without a second pass. Metri
 events go to stdout (see `sweeper.trainers.hf.hf_trainer.EVENT_PREFIX`); the parent turns them
 into Ray reports and MLflow metrics. Checkpoints found in the output folder are resumed.
 On SIGTERM (a preemption notice) it saves a checkpoint at the current step and exits
-with `preemption.PREEMPTED_EXIT` (`sweeper.trainers.hf.hf_notice`).
+with `preemption.PREEMPTED_EXIT` (`sweeper.trainers.hf.hf_notice`). A finished run
+ends by writing the trial folder's predictions files (`sweeper.trainers.hf.hf_predict`).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from sweeper.trainers.hf.hf_data import (
     read_splits,
 )
 from sweeper.trainers.hf.hf_notice import Preempted, StopOnNotice, train_or_stop
+from sweeper.trainers.hf.hf_predict import write_predictions
 from sweeper.trainers.hf.hf_trainer import (
     CHECKPOINT_PREFIX,
     STATE_FILE,
@@ -339,6 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     except Preempted as stopped:
         return notice.preempted(stopped.step)
     print(f"hf trial done: {json.dumps(metrics, sort_keys=True)}", flush=True)
+    write_predictions(job)  # the trial folder's predictions files (hf_predict)
     return 0
 
 

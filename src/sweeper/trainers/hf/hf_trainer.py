@@ -17,6 +17,7 @@ from pathlib import Path
 from sweeper import record_names
 from sweeper.trainers.base import Checkpoints, TrialJob, read_param_counts
 from sweeper.trainers.events import MetricEvent
+from sweeper.trainers.predictions import Measured
 from sweeper.trainers.runner import python_module_command
 
 CHILD_MODULE = "sweeper.trainers.hf.hf_main"
@@ -134,14 +135,8 @@ class HFTrainer:
         weights they apply to too."""
         return [job.data, *([job.init_checkpoint] if job.method == "lora" else [])]
 
-    def test_metrics(self, job: TrialJob, checkpoint: Path) -> dict[str, float]:
-        """A best checkpoint's `test_accuracy`, `test_macro_f1` and per-class values,
-        measured as the trial measured them."""
-        from sweeper.trainers.reload import hf_test_counts, test_classification_metrics
+    def remeasure(self, job: TrialJob, checkpoint: Path, split: str, step: int) -> Measured:
+        """A best checkpoint classifying `split`, measured as the trial measured it."""
+        from sweeper.trainers.reload import hf_predict
 
-        return test_classification_metrics(hf_test_counts(job, checkpoint))
-
-    def test_accuracy(self, job: TrialJob, checkpoint: Path) -> float:
-        from sweeper.trainers.reload import hf_test_accuracy
-
-        return hf_test_accuracy(job, checkpoint)
+        return hf_predict(job, checkpoint, step, (split,))[split]

@@ -11,7 +11,9 @@ test are measured (loss, perplexity, exact match of greedy answers) and sent as 
 events; the best checkpoint is the one with the best `job.extra["select"]` metric.
 SIGTERM (a preemption notice) is answered as the classifier's child answers it
 (`sweeper.trainers.hf.hf_notice`): a checkpoint at the current step, then exit
-`preemption.PREEMPTED_EXIT`.
+`preemption.PREEMPTED_EXIT`. A finished run ends by writing the trial folder's
+predictions files (`sweeper.trainers.hf.hf_predict`: each answer as text, its
+probability and exact match).
 
 `python -m sweeper.trainers.hf.lm_main --pretrain SETTINGS.json` is the pretraining stage
 of a `model.arch` decoder (`sweeper.trainers.hf.lm_pretrain` runs it): next-token loss on
@@ -45,6 +47,7 @@ from sweeper.trainers.hf.hf_main import (
     write_params,
 )
 from sweeper.trainers.hf.hf_notice import Preempted, StopOnNotice, train_or_stop
+from sweeper.trainers.hf.hf_predict import write_predictions
 from sweeper.trainers.hf.lm_data import AnswerDataset, collate, measure
 from sweeper.trainers.notice import Notice
 
@@ -194,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     except Preempted as stopped:
         return notice.preempted(stopped.step)
     print(f"lm trial done: {json.dumps(metrics, sort_keys=True)}", flush=True)
+    write_predictions(job)  # the trial folder's predictions files (hf_predict)
     return 0
 
 

@@ -18,6 +18,7 @@ from sweeper.backends import Backend
 from sweeper.spec.schema import SweepSpec
 from sweeper.trainers.base import TrialJob
 from sweeper.trainers.hf.hf_trainer import HFTrainer
+from sweeper.trainers.predictions import Measured
 from sweeper.trainers.trial_pipeline import SweepInputs
 from sweeper.trial_keys import Trial
 
@@ -91,18 +92,13 @@ def build_job(
 
 class LMTrainer(HFTrainer):
     """The HF trainer with `lm_main` as its child: the same event lines, checkpoints
-    and parameter counts; its reload re-measures a causal LM's test metrics."""
+    and parameter counts; its reload re-measures a causal LM's metrics."""
 
     child = "sweeper.trainers.hf.lm_main"
 
-    def test_metrics(self, job: TrialJob, checkpoint: Path) -> dict[str, float]:
-        """A best checkpoint's `test_loss`, `test_perplexity` and `test_exact_match`,
-        measured as the trial measured them."""
-        from sweeper.trainers.reload import lm_test_metrics
+    def remeasure(self, job: TrialJob, checkpoint: Path, split: str, step: int) -> Measured:
+        """A best checkpoint's answers on `split` and its `loss`, `perplexity` and
+        `exact_match`, measured as the trial measured them."""
+        from sweeper.trainers.reload import lm_predict
 
-        return lm_test_metrics(job, checkpoint)
-
-    def test_accuracy(self, job: TrialJob, checkpoint: Path) -> float:
-        """A causal LM reports no accuracy (FileNotFoundError, as for any metric a
-        trainer does not re-measure)."""
-        raise FileNotFoundError("the causal-LM trainer does not re-measure test_accuracy")
+        return lm_predict(job, checkpoint, step, (split,))[split]
