@@ -66,10 +66,11 @@ results paragraph: a fragment to paste into a paper (needs \\usepackage{booktabs
 Unless --no-log, the report (summary.md, summary.json, summary.tex, tables as
 .md/.csv, figures curves.png and test_accuracy.png, search_budget.png after a search,
 variance.png with a variance table) is logged to the sweep's parent run under report/,
-and each group's mean test accuracy as a metric `summary/<group>/test_accuracy_mean`; a report identical to the
-one the parent run already holds (same runs, same numbers) is not logged again, so
-summarising an unchanged sweep reads and prints only. A local SQLite store is read
-with SQL, and a tracking server over its REST API, without loading MLflow.
+and each group's mean test accuracy as a metric `summary/<group>/test_accuracy_mean`; a
+report identical to the one the parent run already holds (same runs, same numbers) is
+not logged again, so summarising an unchanged sweep reads and prints only. A local
+SQLite store is read with SQL, and a tracking server over its REST API, without
+loading MLflow.
 
 examples:
   sweeper summarize sweeps/demo.yaml
