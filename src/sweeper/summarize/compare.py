@@ -9,6 +9,10 @@ objective (`model.pretrain.objective`), which `random` trials ignore, is not ano
 axis of an init comparison: each objective's pretrained group is compared with the
 random one, and the objectives with each other within each framework.
 
+The blocks of one sweep that vary one source of randomness each (`seed_source=init`,
+`data_order`, `dropout` in a group's variant) are not compared with each other: they
+estimate the same setup; comparisons within a block stay.
+
 Pairing (docs/architecture.md, "Statistics"): every trial's randomness comes from its
 seed, and two trials of one seed that differ on one axis share
 
@@ -83,7 +87,13 @@ IGNORED_BY = {"method": "lora.", "init": OBJECTIVE_AXIS}
 """Per fixed axis, the parameters (by prefix) that one of its values ignores: a
 difference there is no other axis of that axis' comparison."""
 PAIRED_AXES = frozenset({"init", "framework", "method", "parameter"})
-_VARIANT_SPLIT = re.compile(r",(?=[A-Za-z_][\w]*\.[\w.]+=)")
+SEED_SOURCE = "seed_source"
+"""The variant key of a block of a sweep that varies one source of randomness while
+holding the others (`fairseq/pretrained/full[seed_source=data_order]`). Blocks that
+vary different sources estimate the same setup, so they are never compared along it;
+the comparisons within a block (across frameworks, inits, ...) stay."""
+NOT_COMPARED = frozenset({SEED_SOURCE})
+_VARIANT_SPLIT = re.compile(rf",(?=[A-Za-z_][\w]*\.[\w.]+=|{SEED_SOURCE}=)")
 
 
 def variant_values(variant: str) -> dict[str, str]:
@@ -127,7 +137,7 @@ def compare(
 def pairs(groups: Sequence[GroupStats]) -> Iterator[tuple[str, GroupStats, GroupStats]]:
     """(axis, A, B) for every pair of groups that differ on `axis` alone."""
     coords = {g.group: coordinates(g) for g in groups}
-    params = sorted({k for c in coords.values() for k in c} - set(AXES))
+    params = sorted({k for c in coords.values() for k in c} - set(AXES) - NOT_COMPARED)
     for axis in (*AXES, *params):
         for a, b in combinations(groups, 2):
             ca, cb = coords[a.group], coords[b.group]

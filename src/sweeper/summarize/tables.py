@@ -46,6 +46,17 @@ from sweeper.summarize.cells import (
 from sweeper.summarize.decide import POWER
 from sweeper.summarize.paragraph import results_paragraph
 from sweeper.summarize.records import Summary
+from sweeper.summarize.resolution_text import (
+    COMBINED_HEADER,
+    MCNEMAR_HEADER,
+    P_MCNEMAR,
+    SEEDS_X_EXAMPLES,
+    TEST_SET,
+    TEST_SET_HEADER,
+    has_test_set,
+    rule_text,
+    title_text,
+)
 from sweeper.summarize.spend import sweep_line
 from sweeper.summarize.stats import BOOTSTRAP_MIN_N, sign_flip_min_n, wilcoxon_reachable
 from sweeper.tracking.links import experiment_url
@@ -211,6 +222,7 @@ def comparisons_table(summary: Summary) -> Table:
             "Holm's correction across the table; decision interval and equivalence bound: "
             "each comparison's t interval at the level Holm's step-down tested it at"
         )
+    rule += rule_text(summary)
     unit = "test accuracy A - B (percentage points)" if sel.is_default() else f"{sel.primary} A - B"
     title = (
         f"Comparisons. Difference of mean {unit} between groups that differ on one axis; "
@@ -227,6 +239,7 @@ def comparisons_table(summary: Summary) -> Table:
             if summary.cost is not None
             else ""
         )
+        + title_text(summary)
     )
     columns = (
         Column("Axis", field("axis"), numeric=False),
@@ -255,6 +268,15 @@ def comparisons_table(summary: Summary) -> Table:
         Column("Equivalent within", EQUIVALENT_WITHIN),
         Column("P(A>B)", _improve),
         Column("d_z", field("cohens_dz", signed)),
+        *(
+            [
+                Column(TEST_SET_HEADER, TEST_SET),
+                Column(MCNEMAR_HEADER, P_MCNEMAR),
+                Column(COMBINED_HEADER, SEEDS_X_EXAMPLES),
+            ]
+            if has_test_set(summary)
+            else []
+        ),
         Column(f"Seeds needed ({POWER:.0%} power)", SEEDS_NEEDED),
         *([Column("ASO eps_min", field("aso", two))] if _has_aso(summary) else []),
         Column("Note", field("note"), numeric=False),
