@@ -138,7 +138,7 @@ def with_test_set(
         elif isinstance(found, str):
             out.append(replace(comparison, note=_join(comparison.note, found)))
         else:
-            out.append(replace(comparison, test_set=test_set_stats(found, bounds)))
+            out.append(replace(comparison, test_set=example_stats(found, bounds)))
     return out
 
 
@@ -184,65 +184,105 @@ def comparison_flags(
     return Flags(np.stack(rows[: len(a)]), np.stack(rows[len(a) :]), comparison.paired)
 
 
-def test_set_stats(flags: Flags, bounds: Bounds | None = None) -> TestSetStats:
+def example_stats(flags: Flags, bounds: Bounds | None = None) -> TestSetStats:
     """The test set's share of a comparison (the module docstring says what and why)."""
-    per_example = flags.a.mean(axis=0) - flags.b.mean(axis=0)
-    low, high = clip(*example_bootstrap(per_example), bounds)
-    discordant: tuple[tuple[int, int], ...] = ()
-    p_mcnemar = None
-    if flags.paired:
-        only_a = np.count_nonzero((flags.a > 0) & (flags.b == 0), axis=1)
-        only_b = np.count_nonzero((flags.a == 0) & (flags.b > 0), axis=1)
-        discordant = tuple((int(x), int(y)) for x, y in zip(only_a, only_b, strict=True))
-        p_mcnemar = combined_mcnemar_p(discordant)
-    terms = variance_terms(flags)
-    base = TestSetStats(
-        examples=flags.examples, low=low, high=high, p_mcnemar=p_mcnemar,
-        discordant=discordant, seed_variance=None, example_variance=None, df=None,
-        combined_low=None, combined_high=None, p_combined=None,
+    low, high = clip(*example_bootstrap(flags), bounds)
+    discordant = discordant_counts(flags) if flags.paired else ()
+    combined = seeds_by_examples(flags)
+    stats = TestSetStats(
+        examples=flags.examples, low=low, high=high,
+        p_mcnemar=combined_mcnemar_p(discordant), discordant=discordant,
+        seed_variance=None, example_variance=None, df=None, combined_low=None,
+        combined_high=None, p_combined=None,
     )  # fmt: skip
-    if terms is None:
-        return base
-    seed_terms, example_term = terms
-    variance = math.fsum(v for v, _ in seed_terms) + example_term
-    df = satterthwaite([*seed_terms, (example_term, flags.examples - 1)])
-    stats = replace(
-        base,
-        seed_variance=math.fsum(v for v, _ in seed_terms),
-        example_variance=example_term,
-        df=df,
-    )
-    if variance <= 0.0 or df is None:
+    if combined is None:
         return stats
-    diff = float(np.mean(per_example))
-    low, high = clip(*_around(diff, variance, df, CONFIDENCE), bounds)
-    return replace(
+    stats = replace(
         stats,
-        combined_low=low,
-        combined_high=high,
-        p_combined=t_two_sided_p(diff / math.sqrt(variance), df),
+        seed_variance=combined.seed_variance,
+        example_variance=combined.example_variance,
+        df=combined.df,
     )
+    if combined.df is None:
+        return stats
+    low, high = clip(*combined.interval(CONFIDENCE), bounds)
+    return replace(stats, combined_low=low, combined_high=high, p_combined=combined.p())
+
+
+@dataclass(frozen=True)
+class SeedsByExamples:
+    """The difference with both terms of its variance (points²; module docstring)."""
+
+    diff: float
+    seed_variance: float
+    example_variance: float
+    df: float | None
+    """Satterthwaite's; None where both terms are 0 (no spread anywhere)."""
+
+    def interval(self, confidence: float) -> tuple[float, float]:
+        assert self.df is not None
+        return _around(self.diff, self.seed_variance + self.example_variance, self.df, confidence)
+
+    def p(self) -> float:
+        assert self.df is not None
+        return t_two_sided_p(
+            self.diff / math.sqrt(self.seed_variance + self.example_variance), self.df
+        )
+
+
+def seeds_by_examples(flags: Flags) -> SeedsByExamples | None:
+    """The seeds x examples estimate; None where the terms cannot be told apart."""
+    terms = variance_terms(flags)
+    if terms is None:
+        return None
+    seed_terms, example_term = terms
+    diff = float(np.mean(flags.a.mean(axis=0) - flags.b.mean(axis=0)))
+    df = satterthwaite([*seed_terms, (example_term, flags.examples - 1)])
+    return SeedsByExamples(diff, math.fsum(v for v, _ in seed_terms), example_term, df)
+
+
+def discordant_counts(flags: Flags) -> tuple[tuple[int, int], ...]:
+    """Per seed pair: (examples only A's trial got right, examples only B's did)."""
+    only_a = np.count_nonzero((flags.a > 0) & (flags.b == 0), axis=1)
+    only_b = np.count_nonzero((flags.a == 0) & (flags.b > 0), axis=1)
+    return tuple((int(x), int(y)) for x, y in zip(only_a, only_b, strict=True))
 
 
 def example_bootstrap(
-    per_example: np.ndarray,
+    flags: Flags,
     resamples: int = BOOTSTRAP_RESAMPLES,
     confidence: float = CONFIDENCE,
     seed: int = BOOTSTRAP_SEED,
 ) -> tuple[float | None, float | None]:
-    """BCa interval of mean(per_example) over resampled examples (see the module
-    docstring); the point where every example gives the same value."""
-    values, counts = np.unique(np.asarray(per_example, dtype=float), return_counts=True)
+    """BCa interval of the mean per-example difference over resampled examples (see
+    the module docstring); the point where every example gives the same difference.
+    It is computed on the integer numerators of `per_example`, so a resample whose
+    mean equals the observed one compares equal to it, as BCa's bias correction
+    needs on a lattice of values, never by the accident of rounding."""
+    numerators, scale = per_example(flags)
+    values, counts = np.unique(numerators, return_counts=True)
     n = int(counts.sum())
-    theta = float(counts @ values / n)
+    total = float(counts @ values)
     if len(values) == 1:
-        return theta, theta
+        return scale * total / n, scale * total / n
     rng = np.random.default_rng(seed)
-    theta_b = rng.multinomial(n, counts / n, size=resamples) @ values / n
-    u = values - theta
+    totals = (rng.multinomial(n, counts / n, size=resamples) @ values).astype(float)
+    u = values - total / n
     accel = float(counts @ u**3 / (6 * (counts @ u**2) ** 1.5))
-    low, high = bca_bounds(theta_b, theta, accel, confidence)
-    return (None, None) if math.isnan(low) or math.isnan(high) else (low, high)
+    low, high = bca_bounds(totals, total, accel, confidence)
+    if math.isnan(low) or math.isnan(high):
+        return None, None
+    return scale * low / n, scale * high / n
+
+
+def per_example(flags: Flags) -> tuple[np.ndarray, float]:
+    """(k, scale): the per-example difference, A's trials' share right minus B's, is
+    scale · k_i with k_i an integer (A's right count times B's trials, less B's right
+    count times A's trials); in points."""
+    trials_a, trials_b = len(flags.a), len(flags.b)
+    right_a = np.count_nonzero(flags.a > 0, axis=0).astype(np.int64)
+    right_b = np.count_nonzero(flags.b > 0, axis=0).astype(np.int64)
+    return right_a * trials_b - right_b * trials_a, 100.0 / (trials_a * trials_b)
 
 
 def mcnemar_p(only_a: int, only_b: int) -> float:
@@ -271,9 +311,9 @@ def variance_terms(flags: Flags) -> tuple[list[tuple[float, int]], float] | None
     if n_examples < 2 or any(len(g) < 2 for g in groups):
         return None
     seed_terms = [(float(np.var(g.mean(axis=1), ddof=1)) / len(g), len(g) - 1) for g in groups]
-    per_example = flags.a.mean(axis=0) - flags.b.mean(axis=0)
+    differences = flags.a.mean(axis=0) - flags.b.mean(axis=0)
     interaction = math.fsum(residual_mean_square(g) / len(g) for g in groups)
-    example_term = max(0.0, (float(np.var(per_example, ddof=1)) - interaction) / n_examples)
+    example_term = max(0.0, (float(np.var(differences, ddof=1)) - interaction) / n_examples)
     return seed_terms, example_term
 
 
@@ -344,12 +384,12 @@ def population_seeds(
     return max(2, math.ceil(per_seed / room)), None
 
 
-def resolution(stats: TestSetStats, level: float) -> float | None:
+def resolution(example_variance: float | None, examples: int, level: float) -> float | None:
     """X at confidence `level`: the half-width the seeds x examples interval keeps as
     seeds grow without bound (t on N - 1 df times the example term's root)."""
-    if stats.example_variance is None or stats.examples < 2:
+    if example_variance is None or examples < 2:
         return None
-    return t_quantile(0.5 + level / 2, stats.examples - 1) * math.sqrt(stats.example_variance)
+    return t_quantile(0.5 + level / 2, examples - 1) * math.sqrt(example_variance)
 
 
 def resolution_words(stats: TestSetStats) -> str:
@@ -374,7 +414,7 @@ def with_resolution(comparisons: Sequence[Comparison], population: bool) -> list
             out.append(c)
             continue
         level = c.decision_level or CONFIDENCE
-        x = resolution(stats, level)
+        x = resolution(stats.example_variance, stats.examples, level)
         below = x is not None and abs(c.diff) < x
         stats = replace(stats, resolution=x, resolution_level=level, below_resolution=below)
         if below:
