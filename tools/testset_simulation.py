@@ -130,13 +130,13 @@ def pigeonhole(
     flags: Flags, rng: np.random.Generator, confidence: float, resamples: int = BOOTSTRAP_RESAMPLES
 ) -> tuple[float, float]:
     """Percentile interval of the mean difference, seed pairs and examples resampled
-    at once (Owen 2007): a resample's mean is w_seeds' E w_examples / (n N) for the
-    two multinomial count vectors."""
+    at once (Owen 2007): a resample's mean is the mean, over its drawn examples, of
+    the drawn seed pairs' (counts') sum on each, over n."""
     e = flags.a - flags.b
     n, m = e.shape
     w_seeds = rng.multinomial(n, np.full(n, 1 / n), size=resamples)
-    w_examples = rng.multinomial(m, np.full(m, 1 / m), size=resamples)
-    means = np.sum((w_seeds @ e) * w_examples, axis=1) / (n * m)
+    examples = rng.integers(0, m, (resamples, m))
+    means = np.take_along_axis(w_seeds.astype(float) @ e, examples, axis=1).mean(axis=1) / n
     low, high = np.quantile(means, [(1 - confidence) / 2, (1 + confidence) / 2])
     return float(low), float(high)
 

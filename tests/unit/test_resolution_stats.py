@@ -167,7 +167,8 @@ def test_the_two_terms_estimate_the_crossed_models_variance_without_bias(paired)
             flags = Flags(a, b, False)
         terms = variance_terms(flags)
         assert terms is not None
-        seed_terms, example_term = terms
+        seed_terms, example_parts = terms
+        example_term = sum(v for v, _ in example_parts)  # unclipped: unbiased
         example_terms.append(example_term)
         totals.append(sum(v for v, _ in seed_terms) + example_term)
         diffs.append(float(np.mean(flags.a) - np.mean(flags.b)))

@@ -46,8 +46,10 @@ test-set term σ_β²/N is the same for every seed, so it is invisible to them.
   Σ (e - row mean - column mean + grand mean)² / ((n - 1)(N - 1)): E var_i(d_i) =
   σ_β² + σ_γ²/n and E MS_res = σ_γ², so V_e estimates σ_β²/N (cut at 0; unpaired, each
   group's MS_res / n is taken off). V_s + V_e estimates Var(D) without bias; the
-  interval is D ± t_df sqrt(V_s + V_e), df by Satterthwaite (n - 1 for a seed term,
-  N - 1 for the example term). The population claim: other seeds, and another test
+  interval is D ± t_df sqrt(V_s + V_e), df by Satterthwaite over every mean square in
+  it, the subtracted MS_res too (n - 1, N - 1 and (n - 1)(N - 1) df): the example term
+  is a difference of mean squares, far less certain at a few seeds than N - 1 df
+  would say. The population claim: other seeds, and another test
   set of this size from the same distribution. Not a bootstrap over seeds and
   examples together: over a handful of seeds a bootstrap cannot know the tails (BCa
   covered 72% at 3 seeds, docs/architecture.md), and resampling both at once counts
@@ -235,10 +237,13 @@ def seeds_by_examples(flags: Flags) -> SeedsByExamples | None:
     terms = variance_terms(flags)
     if terms is None:
         return None
-    seed_terms, example_term = terms
+    seed_terms, example_terms = terms
     diff = float(np.mean(flags.a.mean(axis=0) - flags.b.mean(axis=0)))
-    df = satterthwaite([*seed_terms, (example_term, flags.examples - 1)])
-    return SeedsByExamples(diff, math.fsum(v for v, _ in seed_terms), example_term, df)
+    example = math.fsum(v for v, _ in example_terms)
+    if example <= 0.0:  # the interaction explains all the examples' spread: no term left
+        example, example_terms = 0.0, []
+    df = satterthwaite([*seed_terms, *example_terms])
+    return SeedsByExamples(diff, math.fsum(v for v, _ in seed_terms), example, df)
 
 
 def discordant_counts(flags: Flags) -> tuple[tuple[int, int], ...]:
@@ -303,18 +308,27 @@ def combined_mcnemar_p(discordant: Sequence[tuple[int, int]]) -> float | None:
     return mcnemar_p(sum(x for x, _ in discordant), sum(y for _, y in discordant))
 
 
-def variance_terms(flags: Flags) -> tuple[list[tuple[float, int]], float] | None:
-    """([(seed term, its df), ...], example term) of Var(D) in points²; None with fewer
-    than 2 trials (pairs) in a group or 2 examples, where the terms cannot be told apart."""
+def variance_terms(
+    flags: Flags,
+) -> tuple[list[tuple[float, int]], list[tuple[float, int]]] | None:
+    """(seed terms, example terms) of Var(D) in points², each as (value, df): per group
+    var_s / n on n - 1 df; then var_i(d) / N on N - 1 df and, taken off it, each
+    group's MS_res / (n N) on (n - 1)(N - 1) df (negative values), whose sum is the
+    example term. Kept apart so Satterthwaite's df counts the uncertainty of each mean
+    square, the subtracted ones too (Satterthwaite 1946). None with fewer than 2 trials
+    (pairs) in a group or 2 examples, where the terms cannot be told apart."""
     n_examples = flags.examples
     groups = [flags.a - flags.b] if flags.paired else [flags.a, flags.b]
     if n_examples < 2 or any(len(g) < 2 for g in groups):
         return None
     seed_terms = [(float(np.var(g.mean(axis=1), ddof=1)) / len(g), len(g) - 1) for g in groups]
     differences = flags.a.mean(axis=0) - flags.b.mean(axis=0)
-    interaction = math.fsum(residual_mean_square(g) / len(g) for g in groups)
-    example_term = max(0.0, (float(np.var(differences, ddof=1)) - interaction) / n_examples)
-    return seed_terms, example_term
+    example_terms = [(float(np.var(differences, ddof=1)) / n_examples, n_examples - 1)]
+    example_terms += [
+        (-residual_mean_square(g) / (len(g) * n_examples), (len(g) - 1) * (n_examples - 1))
+        for g in groups
+    ]
+    return seed_terms, example_terms
 
 
 def residual_mean_square(matrix: np.ndarray) -> float:
@@ -328,7 +342,8 @@ def residual_mean_square(matrix: np.ndarray) -> float:
 
 
 def satterthwaite(terms: Sequence[tuple[float, int]]) -> float | None:
-    """Welch-Satterthwaite degrees of freedom of a sum of variance terms (term, df)."""
+    """Satterthwaite's degrees of freedom of a sum of mean-square terms (term, df),
+    a term with a minus sign among them (Welch's for two positive ones)."""
     total = math.fsum(v for v, _ in terms)
     spread = math.fsum(v * v / df for v, df in terms if df > 0)
     if total <= 0.0 or spread <= 0.0:
