@@ -220,3 +220,48 @@ def test_blocks_that_vary_different_seed_sources_are_not_compared(tmp_path, caps
     for a, b in pairs:
         assert a.split("[")[1] == b.split("[")[1]  # never across blocks
     assert {c["axis"] for c in summary["comparisons"]} == {"framework", "init"}
+
+
+def test_population_with_a_margin_decides_by_the_bonferroni_seeds_x_examples_interval(
+    tmp_path, capsys
+):
+    from scipy import stats as scipy_stats
+
+    uri = _store(tmp_path)
+    args = ("--format", "json", "--no-log", "--population", "--margin", "3")
+    summary = json.loads(_summarize(capsys, uri, *args))
+    for c in summary["comparisons"]:
+        assert c["rule"] == "interval" and c["test_set"]["decides"]
+        assert c["decision_level"] == pytest.approx(1 - 0.05 / 4)
+        stats = c["test_set"]
+        variance = stats["seed_variance"] + stats["example_variance"]
+        half = scipy_stats.t.ppf(1 - 0.05 / 8, stats["df"]) * variance**0.5
+        assert c["decision_high"] - c["decision_low"] == pytest.approx(2 * half)
+    terminal = _summarize(capsys, uri, "--no-log", "--population", "--margin", "3")
+    assert "Bonferroni 98.75% seeds x examples t interval" in terminal
+    assert "Seeds x examples (95%)" in terminal
+
+
+def test_population_refuses_a_sweep_whose_seeds_were_added_until_decided(tmp_path, capsys):
+    from mlflow import MlflowClient
+
+    from sweeper.summarize.records import SequentialPlan
+
+    uri = _store(tmp_path)
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name(EXPERIMENT).experiment_id
+    (parent,) = [
+        r for r in client.search_runs([experiment]) if r.data.tags.get(rn.TAG_ROLE) == rn.ROLE_SWEEP
+    ]
+    plan = SequentialPlan(start=3, batch=3, max_seeds=9, alpha=0.05)
+    client.set_tag(parent.info.run_id, rn.TAG_SEQUENTIAL_PLAN, json.dumps(plan.to_dict()))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["summarize", "--experiment", EXPERIMENT, "--tracking-uri", uri, "--population"])
+    assert exit_info.value.code == 2
+    assert "--population decides comparisons of seeds fixed in advance" in capsys.readouterr().err
+    text = _summarize(capsys, uri, "--format", "json", "--no-log")  # without it: the plan's rule
+    comparisons = json.loads(text)["comparisons"]
+    assert {c["rule"] for c in comparisons} <= {"group-sequential", "anytime-valid"}
+    framework = _by_kind(comparisons)[("fairseq - hf", "pretrained/full")]
+    assert framework["test_set"]["below_resolution"] and FRAMEWORK_WORDS in framework["note"]
+    assert framework["test_set"]["resolution_level"] == pytest.approx(1 - 0.05 / 4)
