@@ -7,6 +7,10 @@ and the method (Holm-adjusted p beside the 95% t interval for fixed seeds; the
 Bonferroni t interval with a margin; the sequential rule's interval and its look after
 `--until-decided`), or for an undecided one the seeds estimated to decide it, with the
 trials and resource-hours (and money) they would take where the sweep has a cost ledger.
+Where the trials hold test predictions, what the test set can resolve: its interval
+over the examples and the combined McNemar p, the seeds x examples interval, and below
+the resolution the words that say no number of seeds decides it
+(`sweeper.summarize.resolution_text`).
 
 Nothing is computed here. Every number is rendered from the same record field by the
 same `sweeper.summarize.cells` function as the Table 2 or comparisons cell it

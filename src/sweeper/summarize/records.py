@@ -290,7 +290,9 @@ class Comparison:
     note: str
     p_holm: float | None = None
     """p_value after Holm's correction across the summary's comparisons (fixed-n rule
-    only; None after a sequential loop, where the fixed-n p decides nothing)."""
+    only; None after a sequential loop, where the fixed-n p decides nothing); under
+    `--population`, of the seeds x examples p (`TestSetStats.p_combined`) where the
+    comparison has one (`TestSetStats.decides`)."""
     decision: str = "undecided"
     """`A better`, `B better` (named by group), `equivalent within ±D` or `undecided`,
     by `rule` at family-wise level `alpha`."""
@@ -309,7 +311,8 @@ class Comparison:
     """The interval the decision is read from: it excludes 0 for `better`, lies inside
     ±margin for `equivalent`. Level `decision_level`; clipped to the metric's range.
     None: the data cannot bound it (too few seeds, or no spread where no exact test
-    could reach the level); low == high: no spread, the point (see ci_low)."""
+    could reach the level); low == high: no spread, the point (see ci_low). Under
+    `--population` (`TestSetStats.decides`), the seeds x examples t interval."""
     decision_level: float | None = None
     """Confidence of the decision interval: rule `Holm`, 1 - the level Holm's step-down
     tested this comparison at (`decide.holm_levels`, one per comparison); rules
