@@ -83,6 +83,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from sweeper.selection import base_name
+from sweeper.summarize.cells import level_text
 from sweeper.summarize.records import Comparison, CountedTrial, TestSetStats
 from sweeper.summarize.resampling import bca_bounds
 from sweeper.summarize.stats import (
@@ -408,11 +409,12 @@ def resolution(example_variance: float | None, examples: int, level: float) -> f
 
 
 def resolution_words(stats: TestSetStats) -> str:
-    """`with 189 test examples, no number of seeds decides a difference below ±0.98 points`."""
-    assert stats.resolution is not None
+    """`with 189 test examples, no number of seeds decides a difference below ±0.98
+    points (at 98.75%)`: X to 2 decimals, as every interval of the report, at its level."""
+    assert stats.resolution is not None and stats.resolution_level is not None
     return (
         f"with {stats.examples} test examples, no number of seeds decides a difference "
-        f"below ±{stats.resolution:.2f} points"
+        f"below ±{stats.resolution:.2f} points (at {level_text(stats.resolution_level)})"
     )
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sweeper.summarize.cells import NA, Render, interval, level_text, p_text
+from sweeper.summarize.cells import NA, Render, interval, p_text
 from sweeper.summarize.records import Comparison, Summary
 from sweeper.summarize.resolution import resolution_words
 
@@ -104,5 +104,4 @@ def below_words(c: Comparison) -> str:
     """The resolution in words for a comparison below it ('' otherwise)."""
     if c.test_set is None or not c.test_set.below_resolution:
         return ""
-    level = level_text(c.test_set.resolution_level)
-    return f"{resolution_words(c.test_set)} (at {level})"
+    return resolution_words(c.test_set)
