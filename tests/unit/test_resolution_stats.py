@@ -298,3 +298,50 @@ def test_below_the_resolution_the_note_says_so_and_seeds_needed_is_withheld():
     assert with_resolution([below], False) == [below]  # no predictions: as it was
     (alone,) = with_resolution([below], True)
     assert "decided by the seeds alone" in alone.note
+
+
+def test_population_seeds_needed_is_where_the_normal_power_reaches_the_target():
+    from scipy.special import ndtr, ndtri
+
+    from sweeper.summarize.resolution import population_seeds
+
+    def power_at(n: int, stats: TestSetStats, diff: float, level: float) -> float:
+        se = math.sqrt(stats.seed_variance * 3 / n + stats.example_variance)
+        return float(ndtr(abs(diff) / se - ndtri(1 - level / 2)))
+
+    c = comparison("framework", A, B, diff=2.0, n_pairs=3)
+    stats = replace(_stats(0.1), seed_variance=1.5)
+    needed, why = population_seeds(replace(c, test_set=stats), 0.0125, 0.8)
+    assert why is None and needed is not None
+    assert power_at(needed, stats, 2.0, 0.0125) >= 0.8 > power_at(needed - 1, stats, 2.0, 0.0125)
+    out_of_reach = replace(stats, example_variance=1.0)  # (2 / (z + z_0.8))² < 1
+    assert population_seeds(replace(c, test_set=out_of_reach), 0.0125, 0.8) == (
+        None,
+        "80% power out of reach with 189 test examples",
+    )
+
+
+def test_the_tables_and_paragraph_say_why_seeds_needed_is_withheld():
+    from sweeper.summarize.paragraph import results_paragraph
+    from sweeper.summarize.tables import comparisons_table
+    from tests.support.summaries import holm_summary
+
+    summary = holm_summary()
+    why = "80% power out of reach with 189 test examples"
+    undecided = replace(
+        summary.comparisons[2],
+        seeds_needed=None,
+        test_set=replace(_stats(1.0), decides=True, withheld=why, resolution=0.5),
+    )
+    summary = replace(summary, comparisons=[*summary.comparisons[:2], undecided], population=True)
+    table = comparisons_table(summary)
+    cells = dict(zip([c.header for c in table.columns], table.text_rows()[2], strict=True))
+    assert cells["Seeds needed (80% power)"] == f"n/a ({why})"
+    assert cells["Test set (95%, examples)"] == "[-1.00, 1.00]"
+    assert cells["Seeds x examples (95%)"] == "[-2.00, 2.00]"
+    assert cells["p (McNemar, exact)"] == "0.500"
+    assert table.text_rows()[0][-4:-2] == ["n/a", "n/a"]  # no test set there: n/a cells
+    assert "(--population: the seeds x examples p and interval" in table.title
+    paragraph = results_paragraph(summary)
+    assert f"seeds needed is not offered: {why}" in paragraph
+    assert "this test set's sampling: 95% interval [-1.00, 1.00] over its 189 examples" in paragraph
