@@ -22,16 +22,18 @@ test-set term σ_β²/N is the same for every seed, so it is invisible to them.
   counts of each distinct value of d (a multinomial of N over their shares), which is
   the resampling distribution of N drawn indices at a cost per resample of the few
   distinct values instead of N; the acceleration is the mean's closed form,
-  Σu³ / 6(Σu²)^1.5 with u = d - mean(d). It answers: what would another test set of
-  this size do to these trials' difference.
+  Σu³ / 6(Σu²)^1.5 with u = d - mean(d); all of it on d's integer numerators, so a
+  resample whose mean equals the observed one compares equal (the bias correction
+  counts them on the lattice the means lie on). It answers: what would another test
+  set of this size do to these trials' difference.
 * **McNemar, exact, combined.** Per seed pair the discordant counts (b_s: only A right,
   c_s: only B right); McNemar's exact test of one pair is the binomial test of b_s
   given b_s + c_s at 1/2 (statsmodels' `mcnemar(exact=True)`). The pairs are combined
   by the sum: if A is the one right on a discordant example with a common odds ψ in
   every pair, b_s | n_s ~ Bin(n_s, ψ/(1+ψ)) independently, Σ b_s is sufficient for ψ,
   and Σ b | Σ n ~ Bin(Σ n, ψ/(1+ψ)); so the binomial test of the pooled count is the
-  exact conditional (uniformly most powerful unbiased) test of ψ = 1, the stratified
-  McNemar test (Mantel-Haenszel for matched pairs). Fisher's or Stouffer's
+  exact conditional test of ψ = 1 on the statistic sufficient for ψ (the stratified
+  McNemar test, each seed pair a stratum). Fisher's or Stouffer's
   combination of the per-pair p-values is not exact on discrete p-values. What it
   assumes: the trials are fixed (it is the test set's uncertainty alone), and
   discordant examples are independent across pairs. The pairs share their examples,
@@ -49,8 +51,8 @@ test-set term σ_β²/N is the same for every seed, so it is invisible to them.
   interval is D ± t_df sqrt(V_s + V_e), df by Satterthwaite over every mean square in
   it, the subtracted MS_res too (n - 1, N - 1 and (n - 1)(N - 1) df): the example term
   is a difference of mean squares, far less certain at a few seeds than N - 1 df
-  would say. The population claim: other seeds, and another test
-  set of this size from the same distribution. Not a bootstrap over seeds and
+  would say. The population claim: other seeds, and another test set of this size
+  from the same distribution. Not a bootstrap over seeds and
   examples together: over a handful of seeds a bootstrap cannot know the tails (BCa
   covered 72% at 3 seeds, docs/architecture.md), and resampling both at once counts
   the seed-by-example term more than once (Owen 2007, "The pigeonhole bootstrap");
@@ -152,12 +154,14 @@ def comparison_flags(
 ) -> Flags | str | None:
     """The trials' outcomes (seed pairs in seed order when paired), None when none of
     them holds predictions, or why they cannot be used."""
-    a, b = by_group.get(comparison.group_a, ()), by_group.get(comparison.group_b, ())
+    # one trial a seed, the last, as `stats.by_seed` gives the values compared
+    seeds_a = {t.seed: t for t in by_group.get(comparison.group_a, ())}
+    seeds_b = {t.seed: t for t in by_group.get(comparison.group_b, ())}
     if comparison.paired:
-        seeds_a = {t.seed: t for t in a if t.seed is not None}
-        seeds_b = {t.seed: t for t in b if t.seed is not None}
-        shared = sorted(seeds_a.keys() & seeds_b.keys())
+        shared = sorted(s for s in seeds_a.keys() & seeds_b.keys() if s is not None)
         a, b = [seeds_a[s] for s in shared], [seeds_b[s] for s in shared]
+    else:
+        a, b = list(seeds_a.values()), list(seeds_b.values())
     used = [*a, *b]
     held = [t for t in used if t.run_id in predictions]
     if not held:
@@ -170,6 +174,8 @@ def comparison_flags(
     for trial in used:
         split = predictions[trial.run_id]
         best = split.checkpoints.get(BEST)
+        if not split.ids:
+            return f"{lead}: no test examples"
         if best is None or best.step != trial.best_step or best.accuracy != trial.test_value:
             return (
                 f"{lead}: {trial.run_name}'s test predictions are not its recorded best "
@@ -182,8 +188,6 @@ def comparison_flags(
         elif mine != ids:
             return f"{lead}: the trials' test predictions are not over the same examples"
         rows.append(100.0 * np.asarray(best.correct, dtype=float)[order])
-    if not ids:
-        return f"{lead}: no test examples"
     return Flags(np.stack(rows[: len(a)]), np.stack(rows[len(a) :]), comparison.paired)
 
 
