@@ -264,7 +264,7 @@ def test_trials_without_predictions_leave_the_comparison_as_it_was_or_say_why():
     assert out.test_set is None and "1 of 4 trials hold no test predictions" in out.note
     other_step = {**predictions, f"{A}-1": _split(CORRECT[(A, 1)], step=50)}
     (out,) = with_test_set([c], trials, other_step, "test_accuracy")
-    assert out.test_set is None and "not its recorded best checkpoint's" in out.note
+    assert out.test_set is None and "not of the checkpoint it is counted at" in out.note
     other_ids = {**predictions, f"{A}-1": _split(CORRECT[(A, 1)], [9, 1, 2, 3, 4, 5])}
     (out,) = with_test_set([c], trials, other_ids, "test_accuracy")
     assert out.test_set is None and "not over the same examples" in out.note

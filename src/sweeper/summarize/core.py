@@ -42,10 +42,11 @@ from sweeper.summarize.source import MlflowSource, RunSource, SqliteReadFailed, 
 from sweeper.summarize.spend import sweep_cost, with_group_costs, with_needed
 from sweeper.summarize.stats import TALLIED, Bounds, group_stats
 from sweeper.summarize.sweep_runs import SweepRuns, read_sweep
-from sweeper.trainers.predictions import SplitPredictions
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
+
+    from sweeper.trainers.predictions import SplitPredictions
 
 
 T = TypeVar("T")

@@ -40,7 +40,7 @@ from sweeper.summarize.cells import (
 )
 from sweeper.summarize.records import SEQUENTIAL_RULES, Comparison, Summary
 from sweeper.summarize.resolution_text import (
-    SEEDS_X_EXAMPLES,
+    SEEDS_X_EXAMPLES_CELL,
     below_words,
     decided_interval_words,
     rule_sentence,
@@ -175,7 +175,7 @@ def _evidence(c: Comparison, row: dict[str, Any]) -> str:
         return f"{sizes}, Bonferroni {level} {which}t interval {interval}"
     ci, p_holm = CI_T(row), P_HOLM(row)
     if which:  # the seeds x examples test is what Holm adjusted
-        ci, test = SEEDS_X_EXAMPLES(row), "seeds x examples t"
+        ci, test = SEEDS_X_EXAMPLES_CELL(row), "seeds x examples t"
     else:
         test = c.test
     parts = [sizes, f"{test} 95% CI {ci}" if ci != NA else f"no {test} CI (too few seeds)"]

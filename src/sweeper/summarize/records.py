@@ -514,6 +514,7 @@ class Summary:
             "correction": _correction(self.plan, self.margin),
             "plan": None if self.plan is None else self.plan.to_dict(),
             "margin": self.margin,
+            **({"population": True} if self.population else {}),
             "trials": [t.to_dict(self.selection) for t in self.trials],
             "groups": [g.to_dict() for g in self.groups],
             "comparisons": [c.to_dict() for c in self.comparisons],
@@ -521,7 +522,6 @@ class Summary:
             "notes": list(self.notes),
             "search": [group.to_dict() for group in self.search],
             "cost": None if self.cost is None else self.cost.to_dict(),
-            **({"population": True} if self.population else {}),
         }
 
 

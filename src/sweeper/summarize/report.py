@@ -151,24 +151,6 @@ def comparison_metrics(summary: Summary) -> dict[str, float]:
     return metrics
 
 
-def _test_set_values(c: Comparison) -> dict[str, float | None]:
-    """What the comparison's test set can resolve, where its trials hold predictions:
-    the interval over the examples, the combined McNemar p, the seeds x examples
-    interval, the resolution X and whether the difference lies below it (1 or 0)."""
-    stats = c.test_set
-    if stats is None:
-        return {}
-    return {
-        "test_set_low": stats.low,
-        "test_set_high": stats.high,
-        "p_mcnemar": stats.p_mcnemar,
-        "seeds_x_examples_low": stats.combined_low,
-        "seeds_x_examples_high": stats.combined_high,
-        "resolution": stats.resolution,
-        "below_resolution": float(stats.below_resolution),
-    }
-
-
 def _direction(c: Comparison) -> float:
     if c.decision == f"{c.group_a} better":
         return 1.0
@@ -234,3 +216,21 @@ def mark_best_checkpoints(client: MlflowClient, summary: Summary) -> int:
         entries = [Metric(k, v, now, trial.best_step) for k, v in values.items()]
         client.log_batch(trial.run_id, metrics=entries)
     return len(unmarked)
+
+
+def _test_set_values(c: Comparison) -> dict[str, float | None]:
+    """What the comparison's test set can resolve, where its trials hold predictions:
+    the interval over the examples, the combined McNemar p, the seeds x examples
+    interval, the resolution X and whether the difference lies below it (1 or 0)."""
+    stats = c.test_set
+    if stats is None:
+        return {}
+    return {
+        "test_set_low": stats.low,
+        "test_set_high": stats.high,
+        "p_mcnemar": stats.p_mcnemar,
+        "seeds_x_examples_low": stats.combined_low,
+        "seeds_x_examples_high": stats.combined_high,
+        "resolution": stats.resolution,
+        "below_resolution": float(stats.below_resolution),
+    }

@@ -70,9 +70,10 @@ approximation n = S / ((|D| / (z_level + z_power))² - V_e), S the per-seed vari
 out of reach where the denominator is not positive.
 
 Only for a metric that is the mean of the per-example correct flags (accuracy, exact
-match), where 100 · mean(correct) is the recorded value; a trial whose predictions
-are not its recorded best checkpoint's leaves its comparisons without test-set
-statistics, with the reason in the note. A comparison none of whose trials hold
+match), where 100 · mean(correct) is the recorded value; a trial whose stored
+checkpoints (best, else last) are none at the step it is counted at, or whose flags
+do not give its recorded value, leaves its comparisons without test-set statistics,
+with the reason in the note. A comparison none of whose trials hold
 predictions is left exactly as it was.
 """
 
@@ -97,7 +98,7 @@ from sweeper.summarize.stats import (
     t_quantile,
     t_two_sided_p,
 )
-from sweeper.trainers.predictions import BEST, SplitPredictions
+from sweeper.trainers.predictions import BEST, LAST, CheckpointPredictions, SplitPredictions
 
 MEAN_METRICS = frozenset({"accuracy", "exact_match"})
 """Metrics whose value is 100 · mean(correct) over the test examples."""
@@ -173,13 +174,13 @@ def comparison_flags(
     ids: tuple[int, ...] | None = None
     for trial in used:
         split = predictions[trial.run_id]
-        best = split.checkpoints.get(BEST)
         if not split.ids:
             return f"{lead}: no test examples"
-        if best is None or best.step != trial.best_step or best.accuracy != trial.test_value:
+        found = reported(trial, split)
+        if found is None:
             return (
-                f"{lead}: {trial.run_name}'s test predictions are not its recorded best "
-                f"checkpoint's (step {trial.best_step}, {trial.test_value:g})"
+                f"{lead}: {trial.run_name}'s test predictions are not of the checkpoint "
+                f"it is counted at (step {trial.best_step}, {trial.test_value:g})"
             )
         order = sorted(range(len(split.ids)), key=split.ids.__getitem__)
         mine = tuple(split.ids[k] for k in order)
@@ -187,8 +188,18 @@ def comparison_flags(
             ids = mine
         elif mine != ids:
             return f"{lead}: the trials' test predictions are not over the same examples"
-        rows.append(100.0 * np.asarray(best.correct, dtype=float)[order])
+        rows.append(100.0 * np.asarray(found.correct, dtype=float)[order])
     return Flags(np.stack(rows[: len(a)]), np.stack(rows[len(a) :]), comparison.paired)
+
+
+def reported(trial: CountedTrial, split: SplitPredictions) -> CheckpointPredictions | None:
+    """The stored checkpoint (best, else last) at the step the summary counts `trial`
+    at, if its correct flags give the trial's recorded test value exactly."""
+    for which in (BEST, LAST):
+        found = split.checkpoints.get(which)
+        if found is not None and found.step == trial.best_step:
+            return found if found.accuracy == trial.test_value else None
+    return None
 
 
 def example_stats(flags: Flags, bounds: Bounds | None = None) -> TestSetStats:

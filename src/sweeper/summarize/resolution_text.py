@@ -31,9 +31,9 @@ def _nested(render: Render) -> Render:
     return cell
 
 
-TEST_SET = _nested(interval("low", "high"))
-P_MCNEMAR = _nested(lambda s: NA if s.get("p_mcnemar") is None else p_text(s["p_mcnemar"]))
-SEEDS_X_EXAMPLES = _nested(interval("combined_low", "combined_high"))
+TEST_SET_CELL = _nested(interval("low", "high"))
+MCNEMAR_CELL = _nested(lambda s: NA if s.get("p_mcnemar") is None else p_text(s["p_mcnemar"]))
+SEEDS_X_EXAMPLES_CELL = _nested(interval("combined_low", "combined_high"))
 
 
 def has_test_set(summary: Summary) -> bool:
@@ -89,12 +89,12 @@ def evidence(c: Comparison, row: dict[str, Any]) -> str:
         return ""
     stats = c.test_set
     text = (
-        f"; this test set's sampling: 95% interval {TEST_SET(row)} over its "
+        f"; this test set's sampling: 95% interval {TEST_SET_CELL(row)} over its "
         f"{stats.examples} examples"
     )
     if stats.p_mcnemar is not None:
-        text += f", McNemar p = {P_MCNEMAR(row)}"
-    combined = SEEDS_X_EXAMPLES(row)
+        text += f", McNemar p = {MCNEMAR_CELL(row)}"
+    combined = SEEDS_X_EXAMPLES_CELL(row)
     if combined != NA and not stats.decides:
         text += f"; seeds x examples 95% interval {combined}"
     return text

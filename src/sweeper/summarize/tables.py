@@ -48,10 +48,10 @@ from sweeper.summarize.paragraph import results_paragraph
 from sweeper.summarize.records import Summary
 from sweeper.summarize.resolution_text import (
     COMBINED_HEADER,
+    MCNEMAR_CELL,
     MCNEMAR_HEADER,
-    P_MCNEMAR,
-    SEEDS_X_EXAMPLES,
-    TEST_SET,
+    SEEDS_X_EXAMPLES_CELL,
+    TEST_SET_CELL,
     TEST_SET_HEADER,
     has_test_set,
     rule_text,
@@ -270,9 +270,9 @@ def comparisons_table(summary: Summary) -> Table:
         Column("d_z", field("cohens_dz", signed)),
         *(
             [
-                Column(TEST_SET_HEADER, TEST_SET),
-                Column(MCNEMAR_HEADER, P_MCNEMAR),
-                Column(COMBINED_HEADER, SEEDS_X_EXAMPLES),
+                Column(TEST_SET_HEADER, TEST_SET_CELL),
+                Column(MCNEMAR_HEADER, MCNEMAR_CELL),
+                Column(COMBINED_HEADER, SEEDS_X_EXAMPLES_CELL),
             ]
             if has_test_set(summary)
             else []
