@@ -60,6 +60,16 @@ follows the report too. This needs the trials' prepared data on this machine and
 torch, so it takes a while. fairseq's and transformers' log lines go to the
 third-party log (`-v`: to the terminal).
 
+What the test set can resolve: where the trials hold per-example test predictions
+(their `predictions/test.json` artifacts), each comparison also shows the bootstrap
+interval of the difference over the test examples (each group's trials pooled), the
+seed pairs' exact McNemar tests combined, and the seeds x examples interval (other
+seeds and another test set of the same size). Where the difference lies below what the
+test set can resolve, the note says "with N test examples, no number of seeds decides
+a difference below ±X points" and seeds needed is not offered. --population makes the
+seeds x examples interval the one that decides (the claim about the population, not
+about this test set; seeds fixed in advance only).
+
 --format latex prints Table 1, Table 2 and the comparisons as booktabs tables with the
 results paragraph: a fragment to paste into a paper (needs \\usepackage{booktabs,graphicx}).
 
@@ -191,6 +201,13 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
         "what the trials recorded, which a summary otherwise reads)",
     )
     parser.add_argument(
+        "--population",
+        action="store_true",
+        help="decide each comparison whose trials hold test predictions by its seeds x "
+        "examples interval (other seeds and another test set of the same size), not by "
+        "the seeds alone on this test set (seeds fixed in advance only)",
+    )
+    parser.add_argument(
         "--no-log",
         action="store_true",
         help="do not log the report to the sweep's parent run (read-only use)",
@@ -293,6 +310,7 @@ def request_of(args: argparse.Namespace) -> SummaryRequest:
             alpha=args.alpha,
             aso=args.aso,
             recompute=args.recompute,
+            population=args.population,
         )
     spec = load_or_exit(args.spec, args.overrides)
     return SummaryRequest.of_spec(
@@ -305,6 +323,7 @@ def request_of(args: argparse.Namespace) -> SummaryRequest:
         alpha=args.alpha,
         aso=args.aso,
         recompute=args.recompute,
+        population=args.population,
     )
 
 

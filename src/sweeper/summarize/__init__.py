@@ -20,6 +20,10 @@
                   collapsed trials
   decide.py       seeds fixed in advance: Holm (or, with a margin, Bonferroni intervals),
                   gated by the exact sign-flip test, a decision each, seeds needed; ASO
+  resolution.py   what the test set can resolve: per comparison, the bootstrap over test
+                  examples, the seed pairs' exact McNemar tests combined, the seeds x
+                  examples interval (`--population` decides by it), the resolution X
+  resolution_text.py  the same in the comparisons table's columns and the paragraph
   sequential.py   seeds added until decided: the walk over the looks, anytime-valid
                   confidence sequences
   group_sequential.py  the recorded plan's boundaries (alpha spending), t at each look

@@ -124,10 +124,12 @@ def needed_spend(row: dict[str, Any]) -> str:
 
 
 def seeds_needed(row: dict[str, Any]) -> str:
-    """Seeds per group, then what they would take: `12 (+18 trials, 0.0123 CPU-h)`."""
+    """Seeds per group, then what they would take: `12 (+18 trials, 0.0123 CPU-h)`;
+    where the test set is why none is offered, `n/a (below the test set's resolution)`."""
     n = row.get("seeds_needed")
     if n is None:
-        return NA
+        withheld = (row.get("test_set") or {}).get("withheld")
+        return NA if withheld is None else f"{NA} ({withheld})"
     spend = needed_spend(row)
     return f"{n} ({spend})" if spend else str(n)
 

@@ -9,6 +9,10 @@ objective (`model.pretrain.objective`), which `random` trials ignore, is not ano
 axis of an init comparison: each objective's pretrained group is compared with the
 random one, and the objectives with each other within each framework.
 
+The blocks of one sweep that vary one source of randomness each (`seed_source=init`,
+`data_order`, `dropout` in a group's variant) are not compared with each other: they
+estimate the same setup; comparisons within a block stay.
+
 Pairing (docs/architecture.md, "Statistics"): every trial's randomness comes from its
 seed, and two trials of one seed that differ on one axis share
 
@@ -84,7 +88,8 @@ IGNORED_BY = {"method": "lora.", "init": OBJECTIVE_AXIS}
 """Per fixed axis, the parameters (by prefix) that one of its values ignores: a
 difference there is no other axis of that axis' comparison."""
 PAIRED_AXES = frozenset({"init", "framework", "method", "parameter"})
-_VARIANT_SPLIT = re.compile(r",(?=[A-Za-z_][\w]*\.[\w.]+=)")
+_VARIANT_SPLIT = re.compile(rf",(?=[A-Za-z_][\w]*\.[\w.]+=|{SEED_SOURCE_AXIS}=)")
+"""Where a variant splits: before a dotted key or the seed source (a value may hold commas)."""
 
 
 def variant_values(variant: str) -> dict[str, str]:

@@ -23,7 +23,7 @@ from sweeper.summarize.compare import compare
 from sweeper.summarize.costs import Prices
 from sweeper.summarize.decide import decide, with_aso
 from sweeper.summarize.example_reader import read_predictions
-from sweeper.summarize.mlflow_reader import open_client
+from sweeper.summarize.mlflow_reader import SummarizeError, open_client
 from sweeper.summarize.records import (
     Comparison,
     CountedTrial,
@@ -34,6 +34,7 @@ from sweeper.summarize.records import (
     Summary,
 )
 from sweeper.summarize.request import SummaryRequest
+from sweeper.summarize.resolution import with_resolution, with_test_set
 from sweeper.summarize.search import load_search
 from sweeper.summarize.select import by_step
 from sweeper.summarize.sequential import decide_sequential
@@ -45,6 +46,8 @@ from sweeper.summarize.variance import variance_rows
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
+
+    from sweeper.trainers.predictions import SplitPredictions
 
 
 T = TypeVar("T")
@@ -101,13 +104,13 @@ def _summarize(source: RunSource, request: SummaryRequest) -> Summary:
     margin = request.margin
     if margin is None and plan is not None:
         margin = plan.margin  # the --until-decided plan's
-    comparisons = _comparisons(request, found, groups, plan, margin, difference_range)
+    client = source.client if isinstance(source, MlflowSource) else None
+    predictions = read_predictions(source.uri, trials, client=client)
+    comparisons = _comparisons(request, found, groups, plan, margin, difference_range, predictions)
     prices = _recorded_prices(parent) if isinstance(request.prices, str) else request.prices
     cost = sweep_cost([r for r in found.runs if r.role == record_names.ROLE_TRIAL], prices)
     groups = with_group_costs(groups, cost)
     comparisons = with_needed(comparisons, groups, cost)
-    client = source.client if isinstance(source, MlflowSource) else None
-    predictions = read_predictions(source.uri, trials, client=client)
     return Summary(
         experiment=found.experiment,
         experiment_id=found.experiment_id,
@@ -133,6 +136,7 @@ def _summarize(source: RunSource, request: SummaryRequest) -> Summary:
         cost=cost,
         variance=variance_rows(trials, predictions, selection),
         test_predictions=predictions,
+        population=request.population,
     )
 
 
@@ -143,20 +147,34 @@ def _comparisons(
     plan: SequentialPlan | None,
     margin: float | None,
     difference_range: Bounds | None,
+    predictions: dict[str, SplitPredictions],
 ) -> list[Comparison]:
-    """Every comparison, decided by the recorded sequential plan's rule, else by the
-    fixed-seed rule at the request's alpha; with ASO when asked."""
+    """Every comparison, with what its test set can resolve where its trials hold test
+    predictions, decided by the recorded sequential plan's rule, else by the fixed-seed
+    rule at the request's alpha (by the seeds x examples interval with `population`);
+    with ASO when asked."""
     trials = found.trials
     mode = metric_mode(found.selection.primary)
     alpha = request.alpha if plan is None else plan.alpha
     comparisons = compare(groups, trials, alpha, difference_range)
+    comparisons = with_test_set(
+        comparisons, trials, predictions, found.selection.primary, difference_range
+    )
     if plan is None:
-        comparisons = decide(comparisons, trials, alpha, mode, margin, difference_range)
+        comparisons = decide(
+            comparisons, trials, alpha, mode, margin, difference_range, request.population
+        )
     else:
+        if request.population:
+            raise SummarizeError(
+                "--population decides comparisons of seeds fixed in advance; this sweep's "
+                "seeds were added until decided, and its recorded plan's rule decides"
+            )
         seed_order = sorted({t.seed for t in trials if t.seed is not None})
         comparisons = decide_sequential(
             comparisons, trials, plan, seed_order, margin, difference_range, mode
         )
+    comparisons = with_resolution(comparisons, request.population)
     return with_aso(comparisons, trials) if request.aso else comparisons
 
 

@@ -39,6 +39,11 @@ gives `equivalent_within`: the smallest margin the data already support. An
   observed effect or spread is zero or undefined (a tie: the exact test's floor,
   `stats.sign_flip_min_n`, is then the seeds that could decide).
 
+With `--population` (`decide(population=True)`) either rule reads, for each comparison
+with test predictions, the seeds x examples t test and interval instead of the seeds'
+(`sweeper.summarize.resolution`: other seeds and another test set of the same size),
+and its seeds needed is that interval's; the rest of the rule is unchanged.
+
 Almost Stochastic Order (Dror et al. 2019, the `deepsig` package) is an option
 (`sweeper summarize --aso`): deepsig bootstraps every comparison many times over,
 which is slow next to the rest of a summary, so it is off by default.
@@ -52,6 +57,12 @@ from dataclasses import replace
 
 from sweeper.selection import Mode
 from sweeper.summarize.records import Comparison, CountedTrial
+from sweeper.summarize.resolution import (
+    decidable,
+    population_interval,
+    population_p,
+    population_seeds,
+)
 from sweeper.summarize.stats import Bounds, by_seed, clip, paired_t, sample_std, welch
 
 ALPHA = 0.05
@@ -68,12 +79,16 @@ def decide(
     mode: Mode = "max",
     margin: float | None = None,
     bounds: Bounds | None = None,
+    population: bool = False,
 ) -> list[Comparison]:
     """The comparisons with Holm-adjusted p, the decision interval, decision and seeds
     needed filled in; `mode` says which way the compared test metric improves
     (perplexity: min); `margin` switches to the interval rule; `bounds` is the range of
-    a difference of the metric, which clips the interval."""
-    p_values = [c.p_value for c in comparisons]
+    a difference of the metric, which clips the interval; `population` decides each
+    comparison that has one by its seeds x examples test and interval instead of the
+    seeds' (`sweeper.summarize.resolution`), by the same rule."""
+    chosen = [population and decidable(c) for c in comparisons]
+    p_values = [_deciding_p(c, use) for c, use in zip(comparisons, chosen, strict=True)]
     adjusted = holm(p_values)
     family = max(1, sum(p is not None for p in adjusted))
     if margin is None:
@@ -82,8 +97,8 @@ def decide(
         levels = [alpha / max(1, len(comparisons))] * len(comparisons)
     values = by_seed(trials)
     out = []
-    for comparison, p_holm, level in zip(comparisons, adjusted, levels, strict=True):
-        low, high = clip(*decision_interval(comparison, values, level), bounds)
+    for comparison, p_holm, level, use in zip(comparisons, adjusted, levels, chosen, strict=True):
+        low, high = clip(*_deciding_interval(comparison, values, level, use), bounds)
         differences = paired_differences(comparison, values)
         if margin is None:
             rejected = p_holm is not None and p_holm < alpha
@@ -92,7 +107,11 @@ def decide(
             verdict = None if low is None or high is None else interval_verdict(low, high, margin)
         verdict = exact_verdict(verdict, differences, level, margin)
         decision = _read_verdict(comparison, verdict, margin, mode)
-        needed = None if verdict else seeds_needed(comparison, values, alpha / family)
+        if use:
+            comparison = _population_needed(comparison, verdict, alpha / family)
+            needed = comparison.seeds_needed
+        else:
+            needed = None if verdict else seeds_needed(comparison, values, alpha / family)
         out.append(
             replace(
                 comparison,
@@ -109,6 +128,32 @@ def decide(
             )
         )
     return out
+
+
+def _deciding_p(comparison: Comparison, population: bool) -> float | None:
+    """The p the rule reads: the seeds' t-test's, or under `--population` the seeds x
+    examples one."""
+    return population_p(comparison) if population else comparison.p_value
+
+
+def _deciding_interval(
+    comparison: Comparison,
+    values: dict[str, dict[int | None, float]],
+    level: float,
+    population: bool,
+) -> tuple[float | None, float | None]:
+    if population:
+        return population_interval(comparison, level)
+    return decision_interval(comparison, values, level)
+
+
+def _population_needed(comparison: Comparison, verdict: str | None, level: float) -> Comparison:
+    """The comparison marked as decided by its seeds x examples interval, with that
+    rule's seeds needed (and why none) when undecided."""
+    assert comparison.test_set is not None
+    needed, why = (None, None) if verdict else population_seeds(comparison, level, POWER)
+    test_set = replace(comparison.test_set, decides=True, withheld=why)
+    return replace(comparison, seeds_needed=needed, test_set=test_set)
 
 
 def holm_levels(p_values: Sequence[float | None], alpha: float) -> list[float]:

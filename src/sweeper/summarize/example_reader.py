@@ -11,6 +11,7 @@ tracking server each file is one HTTP request.
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -40,6 +41,7 @@ def read_predictions(
     wanted = [t for t in trials if split in t.predictions]
     if not wanted:
         return {}
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # a bar per file
     if client is None:
         from sweeper.summarize.mlflow_reader import open_client
 

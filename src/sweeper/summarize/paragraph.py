@@ -7,6 +7,10 @@ and the method (Holm-adjusted p beside the 95% t interval for fixed seeds; the
 Bonferroni t interval with a margin; the sequential rule's interval and its look after
 `--until-decided`), or for an undecided one the seeds estimated to decide it, with the
 trials and resource-hours (and money) they would take where the sweep has a cost ledger.
+Where the trials hold test predictions, what the test set can resolve: its interval
+over the examples and the combined McNemar p, the seeds x examples interval, and below
+the resolution the words that say no number of seeds decides it
+(`sweeper.summarize.resolution_text`).
 
 Nothing is computed here. Every number is rendered from the same record field by the
 same `sweeper.summarize.cells` function as the Table 2 or comparisons cell it
@@ -35,6 +39,13 @@ from sweeper.summarize.cells import (
     sequential_rules,
 )
 from sweeper.summarize.records import SEQUENTIAL_RULES, Comparison, Summary
+from sweeper.summarize.resolution_text import (
+    SEEDS_X_EXAMPLES_CELL,
+    below_words,
+    decided_interval_words,
+    rule_sentence,
+)
+from sweeper.summarize.resolution_text import evidence as test_set_evidence
 from sweeper.summarize.variance import TEST_SET
 
 BETTER = " better"
@@ -66,25 +77,32 @@ def comparison_sentence(summary: Summary, comparison: Comparison) -> str:
     a, b = _sides(comparison)
     unit = " points" if summary.selection.is_default() else ""
     difference = f"{comparison.kind} = {DIFFERENCE(row)}{unit}"
-    evidence = _evidence(comparison, row)
+    evidence = _evidence(comparison, row) + test_set_evidence(comparison, row)
+    below = below_words(comparison)
     where = f"Within {comparison.within}, " if comparison.within else "Overall, "
     axis = comparison.axis
     if comparison.decision.endswith(BETTER):
         winner = comparison.decision.removesuffix(BETTER)
         win, lose = (b, a) if winner == comparison.group_b else (a, b)
-        return f"{where}{win} beats {lose} on {axis}: {difference} ({evidence})."
+        caveat = f"; {below}, so this holds for this test set" if below else ""
+        return f"{where}{win} beats {lose} on {axis}: {difference} ({evidence}){caveat}."
     if comparison.decision.startswith(EQUIVALENT):
         supported = EQUIVALENT_WITHIN(row)
+        caveat = f"; {below}" if below else ""
         return (
             f"{where}{a} and {b} are {comparison.decision} on {axis}: {difference} "
-            f"({evidence}; the data support {supported})."
+            f"({evidence}; the data support {supported}){caveat}."
         )
     needed, spend = field("seeds_needed")(row), needed_spend(row)
-    tail = (
-        f"an estimated {needed} seeds per group would decide it"
-        if needed != NA
-        else "the seeds that would decide it cannot be estimated from the observed effect"
-    )
+    withheld = comparison.test_set.withheld if comparison.test_set is not None else None
+    if below:
+        tail = below
+    elif needed != NA:
+        tail = f"an estimated {needed} seeds per group would decide it"
+    elif withheld is not None:
+        tail = f"seeds needed is not offered: {withheld}"
+    else:
+        tail = "the seeds that would decide it cannot be estimated from the observed effect"
     if spend:
         tail += f" ({spend})"
     return f"{where}{a} vs {b} on {axis} is undecided: {difference} ({evidence}); {tail}."
@@ -123,11 +141,11 @@ def _rule(summary: Summary) -> str:
             f"Each comparison is decided by its {level} t interval (Bonferroni, family-wise "
             f"alpha = {alpha}): better when it excludes zero, equivalent when it lies inside "
             f"±{summary.margin:g}."
-        )
+        ) + rule_sentence(summary)
     return (
         f"Comparisons are decided by Holm-adjusted p below the family-wise alpha = {alpha}, "
         "with the seeds fixed in advance."
-    )
+    ) + rule_sentence(summary)
 
 
 def _evidence(c: Comparison, row: dict[str, Any]) -> str:
@@ -151,19 +169,24 @@ def _evidence(c: Comparison, row: dict[str, Any]) -> str:
         if c.n_decision != c.n_pairs:  # decided before the loop's last look
             return f"{sizes}; {at} on {c.n_decision} pairs: {shown}"
         return f"{sizes}, {shown}, {at}"
+    which = decided_interval_words(c)
     if c.rule == "interval":
         if interval == NA:
-            return f"{sizes}; no Bonferroni {level} t interval (too few seeds)"
-        return f"{sizes}, Bonferroni {level} t interval {interval}"
+            return f"{sizes}; no Bonferroni {level} {which}t interval (too few seeds)"
+        return f"{sizes}, Bonferroni {level} {which}t interval {interval}"
     ci, p_holm = CI_T(row), P_HOLM(row)
-    parts = [sizes, f"{c.test} 95% CI {ci}" if ci != NA else f"no {c.test} CI (too few seeds)"]
+    if which:  # the seeds x examples test is what Holm adjusted
+        ci, test = SEEDS_X_EXAMPLES_CELL(row), "seeds x examples t"
+    else:
+        test = c.test
+    parts = [sizes, f"{test} 95% CI {ci}" if ci != NA else f"no {test} CI (too few seeds)"]
     if p_holm == NA:
         parts.append("no Holm-adjusted p (too few seeds)")
     else:
         below = c.p_holm is not None and c.p_holm < c.alpha
         parts.append(f"Holm-adjusted p = {p_holm} {'<' if below else '>='} {c.alpha:g}")
         if below and level != "95%":  # the 95% CI above otherwise
-            parts.append(f"t interval at Holm's step level {level} {interval}")
+            parts.append(f"{which}t interval at Holm's step level {level} {interval}")
     return ", ".join(parts)
 
 

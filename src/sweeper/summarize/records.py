@@ -290,7 +290,9 @@ class Comparison:
     note: str
     p_holm: float | None = None
     """p_value after Holm's correction across the summary's comparisons (fixed-n rule
-    only; None after a sequential loop, where the fixed-n p decides nothing)."""
+    only; None after a sequential loop, where the fixed-n p decides nothing); under
+    `--population`, of the seeds x examples p (`TestSetStats.p_combined`) where the
+    comparison has one (`TestSetStats.decides`)."""
     decision: str = "undecided"
     """`A better`, `B better` (named by group), `equivalent within ±D` or `undecided`,
     by `rule` at family-wise level `alpha`."""
@@ -309,7 +311,8 @@ class Comparison:
     """The interval the decision is read from: it excludes 0 for `better`, lies inside
     ±margin for `equivalent`. Level `decision_level`; clipped to the metric's range.
     None: the data cannot bound it (too few seeds, or no spread where no exact test
-    could reach the level); low == high: no spread, the point (see ci_low)."""
+    could reach the level); low == high: no spread, the point (see ci_low). Under
+    `--population` (`TestSetStats.decides`), the seeds x examples t interval."""
     decision_level: float | None = None
     """Confidence of the decision interval: rule `Holm`, 1 - the level Holm's step-down
     tested this comparison at (`decide.holm_levels`, one per comparison); rules
@@ -352,9 +355,67 @@ class Comparison:
     needed_cost: float | None = None
     """Their price at the spec's `cost:` prices, in `currency`; None without prices."""
     currency: str | None = None
+    test_set: TestSetStats | None = None
+    """What the test set itself can resolve, from the trials' per-example test
+    predictions (`sweeper.summarize.resolution`); None where they lack them, and then
+    left out of `to_dict`, so a record without predictions reports as before."""
 
     def to_dict(self) -> dict[str, Any]:
-        return _shallow(self)
+        data = _shallow(self, skip="test_set")
+        if self.test_set is not None:
+            data["test_set"] = self.test_set.to_dict()
+        return data
+
+
+@dataclass(frozen=True)
+class TestSetStats:
+    """A comparison A - B seen from its test examples (`sweeper.summarize.resolution`
+    says how each number is computed and why). Differences in percentage points."""
+
+    __test__ = False  # not a pytest class, whatever its name
+
+    examples: int
+    """Test examples every trial of the comparison was scored on (shared ids)."""
+    low: float | None
+    high: float | None
+    """95% BCa bootstrap interval of the difference over the test examples, each
+    group's trials pooled per example: this test set's sampling, these trials held.
+    low == high: every example gives the same difference."""
+    p_mcnemar: float | None
+    """Two-sided exact McNemar p of the seed pairs combined (the binomial test of the
+    pooled discordant counts); paired comparisons only."""
+    discordant: tuple[tuple[int, int], ...]
+    """Per seed pair, (examples only A got right, examples only B got right)."""
+    seed_variance: float | None
+    """Variance of the difference from the seeds (the seed term: shrinks as 1/seeds)."""
+    example_variance: float | None
+    """Variance of the difference from the test examples, as seeds grow without bound
+    (the test-set term: it stays whatever the seeds)."""
+    df: float | None
+    """Satterthwaite degrees of freedom of the two terms together."""
+    combined_low: float | None
+    combined_high: float | None
+    """95% seeds x examples t interval: other seeds and another test set of the same
+    size from the same distribution (the population claim)."""
+    p_combined: float | None
+    """Two-sided p of the seeds x examples t statistic."""
+    resolution: float | None = None
+    """X: the half-width, at the comparison's decision level, that the seeds x examples
+    interval keeps however many seeds are added; no number of seeds decides a
+    difference below ±X on a test set of this size. None where it cannot be estimated."""
+    resolution_level: float | None = None
+    """The confidence X is at (the comparison's `decision_level`)."""
+    below_resolution: bool = False
+    """|difference| < X: the summary says so in words and offers no seeds needed."""
+    decides: bool = False
+    """`--population`: the seeds x examples interval decided this comparison."""
+    withheld: str | None = None
+    """Why seeds needed is not offered, where the test set is the reason."""
+
+    def to_dict(self) -> dict[str, Any]:
+        data = _shallow(self)
+        data["discordant"] = [list(pair) for pair in self.discordant]
+        return data
 
 
 @dataclass(frozen=True)
@@ -474,6 +535,9 @@ class Summary:
     """{run id: its test-split predictions} of the counted trials whose runs hold them
     (`sweeper.summarize.example_reader`); what the test-set statistics are computed
     from, not itself part of the report."""
+    population: bool = False
+    """`--population`: comparisons with test predictions were decided by their seeds x
+    examples interval (`TestSetStats.decides`), not by the seeds alone."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready; the summary.json artifact and `--format json`."""
@@ -496,6 +560,7 @@ class Summary:
             "correction": _correction(self.plan, self.margin),
             "plan": None if self.plan is None else self.plan.to_dict(),
             "margin": self.margin,
+            **({"population": True} if self.population else {}),
             "trials": [t.to_dict(self.selection) for t in self.trials],
             "groups": [g.to_dict() for g in self.groups],
             "comparisons": [c.to_dict() for c in self.comparisons],

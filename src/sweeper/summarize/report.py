@@ -129,7 +129,8 @@ def comparison_metrics(summary: Summary) -> dict[str, float]:
     """Per comparison (`summary/compare/<A - B>/<within>/...`): the difference, the
     decision interval and its look where the rule has them, and the decision as
     numbers: `decided` 1 for "better" or "equivalent", 0 for undecided; `a_better` +1
-    (A better), -1 (B better) or 0; `equivalent` 1 or 0."""
+    (A better), -1 (B better) or 0; `equivalent` 1 or 0; where its trials hold test
+    predictions, what the test set can resolve (`_test_set_values`)."""
     metrics: dict[str, float] = {}
     for c in summary.comparisons:
         base = (METRIC_PREFIX, "compare", c.kind, c.within)
@@ -142,6 +143,7 @@ def comparison_metrics(summary: Summary) -> dict[str, float]:
             "decided": float(c.decision != "undecided"),
             "a_better": _direction(c),
             "equivalent": float(c.decision.startswith("equivalent")),
+            **_test_set_values(c),
         }
         for key, value in values.items():
             if value is not None:
@@ -232,3 +234,21 @@ def mark_best_checkpoints(client: MlflowClient, summary: Summary) -> int:
         entries = [Metric(k, v, now, trial.best_step) for k, v in values.items()]
         client.log_batch(trial.run_id, metrics=entries)
     return len(unmarked)
+
+
+def _test_set_values(c: Comparison) -> dict[str, float | None]:
+    """What the comparison's test set can resolve, where its trials hold predictions:
+    the interval over the examples, the combined McNemar p, the seeds x examples
+    interval, the resolution X and whether the difference lies below it (1 or 0)."""
+    stats = c.test_set
+    if stats is None:
+        return {}
+    return {
+        "test_set_low": stats.low,
+        "test_set_high": stats.high,
+        "p_mcnemar": stats.p_mcnemar,
+        "seeds_x_examples_low": stats.combined_low,
+        "seeds_x_examples_high": stats.combined_high,
+        "resolution": stats.resolution,
+        "below_resolution": float(stats.below_resolution),
+    }

@@ -58,6 +58,11 @@ class SummaryRequest:
     recompute: bool = False
     """Pick every trial's best checkpoint from its metric histories, not from the
     best-checkpoint metrics its run carries (`select.recorded_checkpoint`)."""
+    population: bool = False
+    """Decide each comparison whose trials hold test predictions by its seeds x examples
+    interval (other seeds and another test set of the same size;
+    `sweeper.summarize.resolution`), not by the seeds alone; seeds fixed in advance
+    only (a summary of an `--until-decided` plan refuses it)."""
 
     @classmethod
     def of_spec(
@@ -72,6 +77,7 @@ class SummaryRequest:
         alpha: float = ALPHA,
         aso: bool = False,
         recompute: bool = False,
+        population: bool = False,
     ) -> SummaryRequest:
         """The summary of the sweep `spec` describes; a given keyword overrides what the
         spec says (None: the spec's). The store is `tracking_uri` if given, else the
@@ -96,6 +102,7 @@ class SummaryRequest:
             aso=aso,
             prices=prices if prices is not None else RECORDED,
             recompute=recompute,
+            population=population,
         )
 
 

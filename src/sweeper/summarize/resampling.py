@@ -10,7 +10,9 @@ of samples (scipy.stats stays a test dependency, not an import of the summary).
 
 * `bca_interval`: Efron & Tibshirani (1993) §14.3 and eq. 15.36. The resamples are
   drawn as scipy draws them (`Generator.integers(0, n, (B, n))`, one draw per sample,
-  in order), so the same generator seed gives the same interval to the last digit.
+  in order), so the same generator seed gives the same interval to the last digit;
+  `bca_bounds` is its last step, the interval from resampled statistics however they
+  were drawn (`sweeper.summarize.resolution` draws test examples as counts).
 * `signed_rank_p`: zeros dropped (Wilcoxon's rule), average ranks for ties; the exact
   null distribution when there are no ties or zeros and n <= 50, every sign pattern
   when there are ties or zeros and n <= 13 (2**13 patterns: scipy's exact permutation
@@ -38,16 +40,11 @@ def bca_interval(
 ) -> tuple[float, float]:
     """BCa interval of mean(samples[0]) - mean(samples[1]) (or of the one sample's
     mean); NaN bounds when the interval is degenerate (the caller reports None)."""
-    from scipy.special import ndtr, ndtri
-
     rng = np.random.default_rng(seed)
     drawn = [sample[rng.integers(0, len(sample), (resamples, len(sample)))] for sample in samples]
     theta_b = _statistic(drawn)
     theta = float(_statistic([s[np.newaxis, :] for s in samples])[0])
 
-    z0 = ndtri(
-        (np.count_nonzero(theta_b < theta) + np.count_nonzero(theta_b <= theta)) / (2 * resamples)
-    )
     nums, dens = 0.0, 0.0
     for j, sample in enumerate(samples):
         n = len(sample)
@@ -59,7 +56,21 @@ def bca_interval(
         nums += np.sum(u**3) / float(n) ** 3
         dens += np.sum(u**2) / float(n) ** 2
     accel = 1 / 6 * nums / dens ** (3 / 2)
+    return bca_bounds(theta_b, theta, accel, confidence)
 
+
+def bca_bounds(
+    theta_b: np.ndarray, theta: float, accel: float, confidence: float
+) -> tuple[float, float]:
+    """The BCa interval from the resampled statistics `theta_b`, the observed `theta`
+    and the acceleration `accel` (however the resamples were drawn); NaN bounds when
+    it is degenerate."""
+    from scipy.special import ndtr, ndtri
+
+    resamples = len(theta_b)
+    z0 = ndtri(
+        (np.count_nonzero(theta_b < theta) + np.count_nonzero(theta_b <= theta)) / (2 * resamples)
+    )
     z_alpha = float(ndtri((1 - confidence) / 2))
     bounds = []
     for z in (z_alpha, -z_alpha):

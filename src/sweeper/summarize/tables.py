@@ -47,6 +47,17 @@ from sweeper.summarize.cells import (
 from sweeper.summarize.decide import POWER
 from sweeper.summarize.paragraph import results_paragraph
 from sweeper.summarize.records import Summary
+from sweeper.summarize.resolution_text import (
+    COMBINED_HEADER,
+    MCNEMAR_CELL,
+    MCNEMAR_HEADER,
+    SEEDS_X_EXAMPLES_CELL,
+    TEST_SET_CELL,
+    TEST_SET_HEADER,
+    has_test_set,
+    rule_text,
+    title_text,
+)
 from sweeper.summarize.spend import sweep_line
 from sweeper.summarize.stats import BOOTSTRAP_MIN_N, sign_flip_min_n, wilcoxon_reachable
 from sweeper.summarize.variance import RESAMPLES as VARIANCE_RESAMPLES
@@ -216,6 +227,7 @@ def comparisons_table(summary: Summary) -> Table:
             "Holm's correction across the table; decision interval and equivalence bound: "
             "each comparison's t interval at the level Holm's step-down tested it at"
         )
+    rule += rule_text(summary)
     unit = "test accuracy A - B (percentage points)" if sel.is_default() else f"{sel.primary} A - B"
     title = (
         f"Comparisons. Difference of mean {unit} between groups that differ on one axis; "
@@ -232,6 +244,7 @@ def comparisons_table(summary: Summary) -> Table:
             if summary.cost is not None
             else ""
         )
+        + title_text(summary)
     )
     columns = (
         Column("Axis", field("axis"), numeric=False),
@@ -260,6 +273,15 @@ def comparisons_table(summary: Summary) -> Table:
         Column("Equivalent within", EQUIVALENT_WITHIN),
         Column("P(A>B)", _improve),
         Column("d_z", field("cohens_dz", signed)),
+        *(
+            [
+                Column(TEST_SET_HEADER, TEST_SET_CELL),
+                Column(MCNEMAR_HEADER, MCNEMAR_CELL),
+                Column(COMBINED_HEADER, SEEDS_X_EXAMPLES_CELL),
+            ]
+            if has_test_set(summary)
+            else []
+        ),
         Column(f"Seeds needed ({POWER:.0%} power)", SEEDS_NEEDED),
         *([Column("ASO eps_min", field("aso", two))] if _has_aso(summary) else []),
         Column("Note", field("note"), numeric=False),
