@@ -67,6 +67,7 @@ from sweeper.summarize.stats import (
     welch,
     wilcoxon_p,
 )
+from sweeper.trial_keys import SEED_SOURCE_AXIS
 
 AXES = ("init", "framework", "method")
 """The fixed axes, in report order; grid parameters follow, sorted by name."""
@@ -125,9 +126,11 @@ def compare(
 
 
 def pairs(groups: Sequence[GroupStats]) -> Iterator[tuple[str, GroupStats, GroupStats]]:
-    """(axis, A, B) for every pair of groups that differ on `axis` alone."""
+    """(axis, A, B) for every pair of groups that differ on `axis` alone. A one-source
+    block (`trial_keys.SEED_SOURCE_AXIS`) is no axis: its groups are compared with the
+    groups of their own block only, paired by seed as every block's."""
     coords = {g.group: coordinates(g) for g in groups}
-    params = sorted({k for c in coords.values() for k in c} - set(AXES))
+    params = sorted({k for c in coords.values() for k in c} - {*AXES, SEED_SOURCE_AXIS})
     for axis in (*AXES, *params):
         for a, b in combinations(groups, 2):
             ca, cb = coords[a.group], coords[b.group]

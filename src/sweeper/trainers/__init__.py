@@ -11,6 +11,7 @@ Shared by every framework:
   devices.py         the trial's device (NVML first; torch only where a GPU is)
   reload.py          a stored best checkpoint's test accuracy, measured again
   predictions.py     per-example predictions of a trial's best and last checkpoints
+  seed_evidence.py   what a trainer measured of its seeds: start weights, data order
   trial_pipeline.py  one trial end to end: shared inputs, shared initial weights, trainer
   classification.py  the classification task's inputs and jobs (both frameworks' backends)
 Per framework:

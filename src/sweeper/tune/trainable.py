@@ -18,6 +18,7 @@ Ray is imported inside the functions: `sweeper --help` must not load it.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -33,6 +34,7 @@ from sweeper.tracking.staging import StagedInput
 from sweeper.tracking.sweep_run import versions_json
 from sweeper.trainers.events import MetricEvent, best_validation, read_events
 from sweeper.trainers.runner import TrainerPreempted, TrialResult
+from sweeper.trainers.seed_evidence import evidence_tags
 from sweeper.trainers.trial_pipeline import SweepInputs
 from sweeper.trial_keys import Trial
 
@@ -221,18 +223,21 @@ class Reporter:
 
     def finish(self, result: TrialResult) -> None:
         """The last report: remaining points, the best checkpoint's metrics, parameter
-        counts, the trial's wall time."""
+        counts, the trial's wall time, and the run tags of what its trainer measured of
+        its seeds (`trainers.seed_evidence.evidence_tags`: no request of their own)."""
         counts = result.trainable_params or (None, None)
         self._points.extend(best_points(self._evaluations, self.last_step, self._selection))
-        self._send(
-            {
-                FINAL: True,
-                "step": self.last_step,
-                "wall_time": result.wall_time,
-                "trainable_params": counts[0],
-                "total_params": counts[1],
-            }
-        )
+        final = {
+            FINAL: True,
+            "step": self.last_step,
+            "wall_time": result.wall_time,
+            "trainable_params": counts[0],
+            "total_params": counts[1],
+        }
+        tags = evidence_tags(result.out_dir)
+        if tags:
+            final[record_names.REPORT_TAGS] = json.dumps(tags, sort_keys=True)
+        self._send(final)
 
     def _send(self, metrics: dict[str, Any]) -> None:
         metrics.update({POINTS: self._points, "node": self.node, "versions": self._versions})

@@ -4,6 +4,7 @@
   hf_main.py      the classifier's child process (transformers Trainer, LoRA by PEFT)
   hf_notice.py    both children's answer to SIGTERM: a checkpoint at the current step
   hf_data.py      token-id datasets, batching and accuracy from counts for `hf_main`
+  hf_seeds.py     which seed drives what in both children, and what they record of it
   lm_main.py      the causal-LM child: answer-only loss, perplexity, exact match
   lm_data.py      prompt/answer batches and the causal-LM measurements (also `--evaluate`)
   lm_trial.py     the causal-LM backend: inputs, trial jobs, its trainer (`LMTrainer`)
