@@ -45,7 +45,7 @@ class GridConfig(Strict):
     a `seed_source` other than `all`."""
     init: list[Init] = Field(default_factory=lambda: ["pretrained", "random"], min_length=1)
     """`pretrained`: start from `model.checkpoint` or the `model.pretrain` stage's output;
-    `random`: from weights drawn under the trial's seed."""
+    `random`: from weights drawn under the trial's (init) seed."""
     framework: list[str] = Field(default_factory=lambda: ["fairseq", "hf"], min_length=1)
     """Frameworks with a backend for the spec's `task` (`fairseq` and `hf` classify, `hf`
     alone runs causal_lm; plugins add more, see `sweeper.backends`). A name nobody

@@ -19,7 +19,7 @@ As fairseq 0.12.3 runs a `sentence_prediction` trial (read in its sources):
   loads every tensor from the init checkpoint (strictly; the head too, which has the
   task's name and classes), so nothing of that draw survives: two trials of one init
   seed start from the same weights whatever their data-order seed (the `start_weights`
-  digest; tests/integration/test_seed_sources.py).
+  digest; tests/integration/test_trainer_seeds.py).
 
 fairseq-train takes no argument for the dropout seed (its parser refuses unknown flags),
 so the child reads the job: `trial.json` beside `--save-dir`, which the runner writes
