@@ -45,7 +45,8 @@ TAG_SEED_SOURCE = "sweeper.seed_source"
 """Trial runs: which randomness the trial's seed set (`SEED_ALL`, or one of
 `SEED_SOURCES` while the others are held); absent on records made before it: `SEED_ALL`."""
 SEED_ALL = "all"
-SEED_SOURCES = ("init", "data_order", "dropout")
+SEED_INIT, SEED_DATA_ORDER, SEED_DROPOUT = "init", "data_order", "dropout"
+SEED_SOURCES = (SEED_INIT, SEED_DATA_ORDER, SEED_DROPOUT)
 """The sources of a trial's randomness that a sweep can vary one at a time: the initial
 weights (random init, classifier head, LoRA adapters), the order of training examples,
 and the dropout masks."""
@@ -54,6 +55,13 @@ TAG_PREDICTIONS = "sweeper.predictions"
 (`valid,test`), so a summary downloads only files that exist."""
 TAG_SEED_OF = {source: f"sweeper.seed.{source}" for source in SEED_SOURCES}
 """Trial runs: the seed each source ran with."""
+TAG_START_WEIGHTS = "sweeper.start_weights"
+"""Trial runs: the digest of the weights the trainer started training from, as it
+measured them (`trainers/seed_evidence.py`); trials that hold the init seed share it
+within a framework."""
+TAG_DATA_ORDER = "sweeper.data_order"
+"""Trial runs: the digest of the order the trainer was fed its training examples, every
+epoch (`trainers/seed_evidence.py`); absent when an epoch was resumed part way."""
 TAG_INIT = "sweeper.init"
 TAG_FRAMEWORK = "sweeper.framework"
 TAG_METHOD = "sweeper.method"
@@ -221,6 +229,10 @@ COST_TOTALS = (
     METRIC_COST_CPU_TIME,
     METRIC_COST_GPU_TIME,
 )
+REPORT_TAGS = "run_tags"
+"""Tune report field: JSON {tag: value} the trial sets on its run with that report (its
+final report's seed evidence, `TAG_START_WEIGHTS` and `TAG_DATA_ORDER`), written in
+the report's own batch."""
 REPORT_CPU_TIME = "cpu_time_seconds"
 """Tune report field: CPU seconds the trial's process tree used since this attempt
 started (`sweeper.tune.system_metrics.SystemSampler.cpu_seconds`)."""
@@ -250,6 +262,7 @@ EVENTS_FILE = "events.jsonl"
 TRAINER_LOG_FILE = "trainer.log"
 PREEMPTIONS_FILE = "preemptions.jsonl"  # a trial's preemptions, one JSON object per line
 TRIAL_CONFIG_FILE = "trial.json"
+SEEDS_FILE = "seeds.json"  # what a trainer measured of its seeds (trainers/seed_evidence.py)
 CHECKPOINT_DIR = "checkpoints"
 PREDICTIONS_DIR = "predictions"
 RESULT_FILE = "result.json"

@@ -5,6 +5,12 @@ invariant 1): one key, one MLflow run, however often the trial is retried or res
 hashes the sweep name and everything that changes what the trial computes, and nothing
 that does not (paths, concurrency, retries), so moving a sweep folder or re-running it
 finds the same runs.
+
+A trial's seed sets every source of its randomness (`grid.seed_source: all`), or one of
+them while the others stay at the grid's held seed (`Trial.seeds`): the initial
+weights, the data order, the dropout masks (`record_names.SEED_SOURCES`). A one-source
+trial keys, groups and names its source; an `all` trial keys exactly as before sources
+existed.
 """
 
 from __future__ import annotations
@@ -12,10 +18,12 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from sweeper import backends
+from sweeper.record_names import SEED_ALL, SEED_SOURCES, TAG_SEED, TAG_SEED_OF, TAG_SEED_SOURCE
 from sweeper.redact import safe_name
 from sweeper.spec.model_block import DEFAULT_OBJECTIVE, OBJECTIVE_AXIS
 from sweeper.spec.schema import SweepSpec
@@ -27,6 +35,11 @@ field existed resumes and summarises under the same keys (docs/architecture.md,
 invariant 1). Its MLflow param is logged either way. The pretraining objective is kept
 the same way: `DEFAULT_OBJECTIVE` leaves it out of the key (`Trial.key`)."""
 _ALWAYS = object()
+SEED_SOURCE_AXIS = "seed_source"
+"""The name a one-source trial's source goes by in its identity and group variant
+(`fairseq/pretrained/full[seed_source=data_order]`): a block of the sweep, never an
+axis the summary compares along (its trials differ from another block's by which
+seed they hold, not by a treatment)."""
 
 
 @dataclass(frozen=True)
@@ -52,24 +65,57 @@ class Trial:
     """`search` for a search-stage trial: it enters the key, so the confirm stage's run
     of the same configuration and seed is a trial of its own (a grid or confirm trial's
     key leaves the stage out)."""
+    seed_source: str = SEED_ALL
+    """Which randomness `seed` sets: `all` (every source), or one of
+    `record_names.SEED_SOURCES`, the others held at `held_seed`."""
+    held_seed: int | None = None
+    """The seed of the sources a one-source trial holds; None for an `all` trial."""
+
+    def __post_init__(self) -> None:
+        if self.seed_source != SEED_ALL and self.seed_source not in SEED_SOURCES:
+            raise ValueError(f"seed source {self.seed_source!r}: one of all, {SEED_SOURCES}")
+        if (self.seed_source == SEED_ALL) != (self.held_seed is None):
+            raise ValueError("a held seed goes with a one-source trial, and only there")
+
+    @property
+    def seeds(self) -> dict[str, int]:
+        """The seed of each source (`record_names.SEED_SOURCES`): `seed` for the varied
+        one (every one under `all`), `held_seed` for the others."""
+        return {
+            source: self.seed
+            if self.seed_source in (SEED_ALL, source) or self.held_seed is None
+            else self.held_seed
+            for source in SEED_SOURCES
+        }
 
     @property
     def group(self) -> str:
-        """Trials that differ only by seed form a group: `framework/init/method[+varied]`."""
+        """Trials that differ only by seed form a group: `framework/init/method[+varied]`;
+        a one-source trial's source leads the bracket (`[seed_source=init,train.lr=...]`),
+        so a group's variant still splits at each dotted grid value."""
         base = f"{self.framework}/{self.init}/{self.method}"
-        extra = ",".join(f"{k}={v}" for k, v in sorted(self.varied.items()))
+        parts = [f"{k}={v}" for k, v in sorted(self.varied.items())]
+        if self.seed_source != SEED_ALL:
+            parts.insert(0, f"{SEED_SOURCE_AXIS}={self.seed_source}")
+        extra = ",".join(parts)
         return f"{base}[{extra}]" if extra else base
 
     @property
     def name(self) -> str:
-        """Readable run name, e.g. `hf-pretrained-full-s1`; also the trial's folder name,
-        so grid values (free strings for `lora.target_modules`) are made path-safe."""
+        """Readable run name, e.g. `hf-pretrained-full-s1` (a one-source trial's:
+        `hf-pretrained-full-data_order-s2`); also the trial's folder name, so grid values
+        (free strings for `lora.target_modules`) are made path-safe."""
         extra = "".join(f"-{k.split('.')[-1]}{v}" for k, v in sorted(self.varied.items()))
+        if self.seed_source != SEED_ALL:
+            extra += f"-{self.seed_source}"
         return safe_name(f"{self.framework}-{self.init}-{self.method}{extra}-s{self.seed}")
 
     def identity(self) -> dict[str, Any]:
-        """Everything the key is a hash of."""
-        identity = {
+        """Everything the key is a hash of. An `all` trial's is what it was before seed
+        sources existed (its key too); a one-source trial's adds the source and every
+        source's seed, so each is a trial of its own, even where its seeds equal an `all`
+        trial's."""
+        identity: dict[str, Any] = {
             "sweep": self.sweep,
             "seed": self.seed,
             "init": self.init,
@@ -82,6 +128,9 @@ class Trial:
             identity[OBJECTIVE_AXIS] = self.objective
         if self.stage == "search":
             identity["stage"] = self.stage
+        if self.seed_source != SEED_ALL:
+            identity[SEED_SOURCE_AXIS] = self.seed_source
+            identity["seeds"] = self.seeds
         return identity
 
     @property
@@ -107,7 +156,9 @@ class Skipped:
 
 
 def expand(spec: SweepSpec, seeds: list[int] | None = None) -> tuple[list[Trial], list[Skipped]]:
-    """Cross the grid axes into trials (deduplicated by key), in a stable order."""
+    """Cross the grid axes into trials (deduplicated by key), in a stable order. `seeds`
+    (default `grid.seed`; `--until-decided` passes the seeds it adds) cross every
+    `grid.seed_source`, the held seed staying the grid's (`GridConfig.held`)."""
     params = spec.grid.params
     trials: dict[str, Trial] = {}
     skipped: dict[str, Skipped] = {}
@@ -116,9 +167,10 @@ def expand(spec: SweepSpec, seeds: list[int] | None = None) -> tuple[list[Trial]
         spec.grid.init,
         spec.grid.method,
         itertools.product(*params.values()),
+        spec.grid.seed_source,
         seeds if seeds is not None else spec.grid.seed,
     )
-    for framework, init, method, values, seed in axes:
+    for framework, init, method, values, source, seed in axes:
         why_not = backends.unsupported(framework, spec.task, method)
         if why_not is not None:
             combo = f"framework={framework} method={method}"
@@ -126,7 +178,13 @@ def expand(spec: SweepSpec, seeds: list[int] | None = None) -> tuple[list[Trial]
             continue
         varied = dict(zip(params, values, strict=True))
         trial = make_trial(
-            spec, seed=seed, init=init, framework=framework, method=method, varied=varied
+            spec,
+            seed=seed,
+            init=init,
+            framework=framework,
+            method=method,
+            varied=varied,
+            seed_source=source,
         )
         trials.setdefault(trial.key, trial)
     return list(trials.values()), list(skipped.values())
@@ -140,9 +198,11 @@ def make_trial(
     framework: str,
     method: str,
     varied: dict[str, Any] | None = None,
+    seed_source: str = SEED_ALL,
 ) -> Trial:
     """Resolve one trial: apply its dotted values to the recipe and LoRA blocks, and
-    its pretraining objective (`pretrained` trials only)."""
+    its pretraining objective (`pretrained` trials only); a one-source trial holds the
+    other sources at the grid's held seed."""
     objective = _pretrained_objective(spec) if init == "pretrained" else None
     blocks = {
         "train": spec.train.model_dump(mode="json"),
@@ -173,7 +233,41 @@ def make_trial(
         lora=lora if method == "lora" else None,
         objective=objective,
         varied=kept,
+        seed_source=seed_source,
+        held_seed=None if seed_source == SEED_ALL else spec.grid.held(),
     )
+
+
+def seed_tags(trial: Trial) -> dict[str, str]:
+    """The run tags that say which seed set what (`record_names.TAG_SEED_SOURCE`,
+    `TAG_SEED_OF`), set when the trial's run is created."""
+    tags = {TAG_SEED_SOURCE: trial.seed_source}
+    tags.update({TAG_SEED_OF[source]: str(seed) for source, seed in trial.seeds.items()})
+    return tags
+
+
+def recorded_seeds(tags: Mapping[str, str]) -> tuple[str, dict[str, int]] | None:
+    """(seed source, seed per source) a trial run's tags record; a run made before
+    seed sources existed has only `sweeper.seed`, and its seed set every source. None
+    for a run without a seed."""
+    if TAG_SEED not in tags:
+        return None
+    seed = int(tags[TAG_SEED])
+    source = tags.get(TAG_SEED_SOURCE, SEED_ALL)
+    return source, {s: int(tags.get(TAG_SEED_OF[s], seed)) for s in SEED_SOURCES}
+
+
+def without_seed_source(group: str) -> tuple[str, str]:
+    """(the group as an `all` trial of its configuration names it, its seed source):
+    `hf/pretrained/full[seed_source=init,train.lr=0.001]` ->
+    (`hf/pretrained/full[train.lr=0.001]`, `init`); a group without a source: `all`."""
+    base, bracket, rest = group.partition("[")
+    prefix = f"{SEED_SOURCE_AXIS}="
+    if not bracket or not rest.startswith(prefix):
+        return group, SEED_ALL
+    variant = rest.removesuffix("]")
+    source, _, others = variant[len(prefix) :].partition(",")
+    return (f"{base}[{others}]" if others else base), source
 
 
 def objectives(spec: SweepSpec) -> list[str]:

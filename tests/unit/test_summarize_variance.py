@@ -24,7 +24,6 @@ from sweeper.summarize.tables import build_tables, to_json, to_markdown
 from sweeper.summarize.terminal import to_plain
 from sweeper.summarize.variance import (
     TEST_SET,
-    base_group,
     bootstrap_variance,
     reported_flags,
     variance_interval,
@@ -84,22 +83,6 @@ def split(correct: list[int] | np.ndarray, step: int = 100, last: int | None = N
 
 
 # --- known answers ------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("group", "base"),
-    [
-        ("fairseq/pretrained/full", "fairseq/pretrained/full"),
-        ("fairseq/pretrained/full[seed_source=data_order]", "fairseq/pretrained/full"),
-        ("hf/random/full[seed_source=all]", "hf/random/full"),
-        ("hf/random/full[seed_source=init,train.lr=0.001]", "hf/random/full[train.lr=0.001]"),
-        ("hf/p/lora[lora.r=8,seed_source=dropout]", "hf/p/lora[lora.r=8]"),
-        ("hf/p/lora[lora.r=8,seed_source=dropout,train.lr=1]", "hf/p/lora[lora.r=8,train.lr=1]"),
-        ("hf/p/full[seed_source=initial]", "hf/p/full[seed_source=initial]"),  # no source
-    ],
-)
-def test_base_group_drops_only_which_source_varied(group, base):
-    assert base_group(group) == base
 
 
 @pytest.mark.parametrize("n", [2, 3, 5, 10, 40])

@@ -191,7 +191,8 @@ def test_recorder_writes_statuses_metrics_and_errors(client, experiment, tmp_pat
     recorder.result(
         "ok",
         {"sweeper_final": True, "trainable_params": 7, "total_params": 9, "points": [],
-         "versions": '{"torch":"2.13.0"}', "predictions": "valid,test"},
+         "versions": '{"torch":"2.13.0"}',
+         record_names.REPORT_TAGS: json.dumps({record_names.TAG_PREDICTIONS: "valid,test"})},
     )  # fmt: skip
     recorder.finished("ok")
     run = client.get_run(ok)
@@ -217,6 +218,23 @@ def test_recorder_writes_statuses_metrics_and_errors(client, experiment, tmp_pat
     assert record_names.TAG_PREDICTIONS not in run.data.tags
     local = client.download_artifacts(bad, ERROR_ARTIFACT, str(tmp_path))
     assert Path(local).read_text() == error
+
+
+def test_a_one_source_run_says_its_seeds_and_takes_the_trial_tags(client, experiment, tmp_path):
+    spec = _spec(tmp_path, seed_source=["data_order"], held_seed=5)
+    trial = expand(spec)[0][1]
+    parent = open_sweep_run(client, experiment, spec)
+    run_id = create_trial_run(client, experiment, parent, trial)
+    run = client.get_run(run_id)
+    assert run.data.tags[record_names.TAG_GROUP] == "dummy/random/full[seed_source=data_order]"
+    assert run.data.tags[record_names.TAG_SEED_SOURCE] == "data_order"
+    assert run.data.tags[record_names.TAG_SEED_OF["data_order"]] == "2"
+    assert run.data.tags[record_names.TAG_SEED_OF["init"]] == "5"
+    assert (run.data.params["seed_source"], run.data.params["seeds.dropout"]) == ("data_order", "5")
+    recorder = Recorder(client, {"k": run_id}, MetricLog())
+    sent = {record_names.TAG_START_WEIGHTS: "0123456789abcdef"}
+    recorder.result("k", {"points": [], record_names.REPORT_TAGS: json.dumps(sent)})
+    assert client.get_run(run_id).data.tags[record_names.TAG_START_WEIGHTS] == "0123456789abcdef"
 
 
 def test_resumed_run_does_not_duplicate_points(client, experiment, tmp_path):

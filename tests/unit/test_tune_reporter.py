@@ -14,7 +14,6 @@ from sweeper.tune.trainable import (
     CORRECTIONS,
     FINAL,
     POINTS,
-    PREDICTIONS,
     Reporter,
     event_points,
 )
@@ -89,16 +88,38 @@ def test_flush_and_finish_send_the_remaining_points(tmp_path: Path):
     assert final[FINAL] is True
     assert (final["trainable_params"], final["total_params"], final["wall_time"]) == (10, 20, 12.0)
     assert final[POINTS] == event_points(_train(8))
-    assert PREDICTIONS not in final  # a trainer that wrote no predictions files
+    assert record_names.REPORT_TAGS not in final  # no seeds measured, no predictions written
+
+
+def test_the_final_report_carries_the_seed_evidence_as_tags(tmp_path: Path):
+    import json
+
+    from sweeper.trainers.seed_evidence import SeedEvidence, evidence_tags
+
+    evidence = SeedEvidence(tmp_path, {"init": 1, "data_order": 2, "dropout": 1}, examples=2)
+    evidence.record["start_weights"] = "ab" * 32  # as `started` writes it, without torch
+    evidence.epoch(1, [1, 0])
+    sent: list[dict] = []
+    Reporter(sent.append, node="n1").finish(
+        TrialResult(tmp_path, [], Checkpoints(None, None), 1.0, None)
+    )
+    tags = json.loads(sent[-1][record_names.REPORT_TAGS])
+    assert tags == evidence_tags(tmp_path)
+    assert tags[record_names.TAG_START_WEIGHTS] == "ab" * 8
+    assert len(tags[record_names.TAG_DATA_ORDER]) == 16
 
 
 def test_the_final_report_names_the_uploaded_predictions(tmp_path: Path):
+    import json
+
     sent: list[dict] = []
     reporter = Reporter(sent.append, node="n1")
     reporter.finish(
         TrialResult(tmp_path, [], Checkpoints(None, None), 1.0, None), ["valid", "test"]
     )
-    assert sent[-1][FINAL] is True and sent[-1][PREDICTIONS] == "valid,test"
+    assert sent[-1][FINAL] is True
+    tags = json.loads(sent[-1][record_names.REPORT_TAGS])
+    assert tags == {record_names.TAG_PREDICTIONS: "valid,test"}
 
 
 def test_trial_names_follow_the_sweep_names():

@@ -11,6 +11,7 @@ Run it again with the same --out and it resumes from the last checkpoint.
   sweeper trial sweeps/demo.yaml --seed 1 --init pretrained --framework fairseq
   sweeper trial sweeps/demo.yaml --seed 2 --init random --framework hf --out /tmp/t
   sweeper trial sweeps/demo.yaml --framework hf --method lora train.epochs=1
+  sweeper trial sweeps/demo.yaml --seed 2 --seed-source data_order   # the rest at grid.held_seed
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from sweeper import backends
 from sweeper.cli.common import EXIT_BAD_INPUT, add_spec_argument, load_or_exit
+from sweeper.record_names import SEED_ALL, SEED_SOURCES
 
 
 def build_parser(parser: argparse.ArgumentParser) -> None:
@@ -34,6 +36,13 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
         help="a registered framework (default fairseq)",
     )
     parser.add_argument("--method", choices=["full", "lora"], default="full")
+    parser.add_argument(
+        "--seed-source",
+        choices=[SEED_ALL, *SEED_SOURCES],
+        default=SEED_ALL,
+        help="what --seed sets: every source (all, default), or one, the others held at "
+        "grid.held_seed (default: the first grid seed)",
+    )
     parser.add_argument("--out", type=Path, help="output folder (default: under output_dir)")
     parser.add_argument("--threads", type=int, default=1, help="CPU threads for the trainer")
 
@@ -53,7 +62,12 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     try:
         trial = make_trial(
-            spec, seed=args.seed, init=args.init, framework=args.framework, method=args.method
+            spec,
+            seed=args.seed,
+            init=args.init,
+            framework=args.framework,
+            method=args.method,
+            seed_source=args.seed_source,
         )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -16,18 +16,36 @@ from sweeper.spec.train_block import check_tunable
 
 Init = Literal["pretrained", "random"]
 Method = Literal["full", "lora"]
+SeedSource = Literal["all", "init", "data_order", "dropout"]
+"""`all`, or one of `sweeper.record_names.SEED_SOURCES` (a test holds them equal)."""
 
 
 class GridConfig(Strict):
     """Axes crossed into trials; each combination is one trial key."""
 
     seed: list[int] = Field(default_factory=lambda: [1, 2, 3], min_length=1)
-    """Seeds; each makes one trial per combination. A seed fixes the trial's starting
-    weights (random init, classifier head) and its trainer's data order and dropout:
+    """Seeds; each makes one trial per combination (and per `seed_source`). Under
+    `seed_source: all` a seed fixes the trial's starting weights (random init,
+    classifier head, LoRA adapters), its trainer's data order and its dropout masks:
     trials of one seed share their starting weights, so comparisons pair on seed."""
+    seed_source: list[SeedSource] = Field(default_factory=lambda: ["all"], min_length=1)
+    """Which randomness a trial's seed sets, an axis crossed with `seed`: `all` (every
+    source, the default), or one source while the others stay at `held_seed`: `init`
+    (the starting weights sweeper draws once for both frameworks: random init, the
+    classifier head, LoRA's adapters, a causal LM's random decoder), `data_order` (the
+    order of training examples: HF's `data_seed`, fairseq's `--seed`), `dropout` (the
+    dropout masks: HF's `seed`, fairseq's per-update reseed). Each one-source value
+    is a block of its own trials and groups (`[seed_source=init]`); e.g.
+    `[init, data_order, dropout]` measures what each source adds to the spread
+    (docs/architecture.md, "What a seed sets")."""
+    held_seed: int | None = None
+    """The seed of every source a one-source trial does not vary; unset: the first of
+    `seed`. A trial whose seed equals it computes what the `all` trial of that seed
+    computes (a determinism check); it is still a trial of its own block. Only with
+    a `seed_source` other than `all`."""
     init: list[Init] = Field(default_factory=lambda: ["pretrained", "random"], min_length=1)
     """`pretrained`: start from `model.checkpoint` or the `model.pretrain` stage's output;
-    `random`: from weights drawn under the trial's seed."""
+    `random`: from weights drawn under the trial's (init) seed."""
     framework: list[str] = Field(default_factory=lambda: ["fairseq", "hf"], min_length=1)
     """Frameworks with a backend for the spec's `task` (`fairseq` and `hf` classify, `hf`
     alone runs causal_lm; plugins add more, see `sweeper.backends`). A name nobody
@@ -46,6 +64,27 @@ class GridConfig(Strict):
             if not values:
                 raise ValueError(f"grid.params.{key} needs at least one value")
         return self
+
+    @model_validator(mode="after")
+    def _seed_sources(self) -> GridConfig:
+        repeated = sorted({s for s in self.seed_source if self.seed_source.count(s) > 1})
+        if repeated:
+            raise ValueError(f"grid.seed_source repeats {', '.join(repeated)}")
+        if self.held_seed is not None and not self.one_source():
+            raise ValueError(
+                "grid.held_seed holds the sources a one-source trial does not vary; "
+                "with grid.seed_source [all] there are none: drop it, or add a source"
+            )
+        return self
+
+    def one_source(self) -> bool:
+        """Whether some trials vary one seed source while the others are held."""
+        return any(source != "all" for source in self.seed_source)
+
+    def held(self) -> int:
+        """The seed of the sources a one-source trial holds (`held_seed`, else the
+        first grid seed: the same for the seeds `--until-decided` adds)."""
+        return self.held_seed if self.held_seed is not None else self.seed[0]
 
 
 class SearchParam(Strict):

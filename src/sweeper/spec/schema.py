@@ -113,6 +113,19 @@ class SweepSpec(Strict):
     A checkpoint saved on a preemption notice is always copied."""
 
     @model_validator(mode="after")
+    def _one_source_without_search(self) -> SweepSpec:
+        """A search tunes each group on its tuning seeds, every source set by one seed,
+        and confirms over `grid.seed` the same way; one-source blocks are measured on a
+        fixed configuration, so they belong to a grid sweep of the winning values."""
+        if self.search is not None and self.grid.one_source():
+            raise ValueError(
+                "grid.seed_source other than [all] needs a grid without search: (a search "
+                "tunes and confirms with every source set by the seed); vary one source "
+                "in a grid sweep of the searched values"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _confirm_seeds_not_tuned(self) -> SweepSpec:
         search = self.search
         if search is None or search.allow_seed_overlap:

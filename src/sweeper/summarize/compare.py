@@ -71,7 +71,7 @@ from sweeper.summarize.stats import (
     welch,
     wilcoxon_p,
 )
-from sweeper.summarize.variance import SEED_SOURCE_AXIS
+from sweeper.trial_keys import SEED_SOURCE_AXIS
 
 AXES = ("init", "framework", "method")
 """The fixed axes, in report order; grid parameters follow, sorted by name."""
@@ -132,9 +132,9 @@ def compare(
 
 def pairs(groups: Sequence[GroupStats]) -> Iterator[tuple[str, GroupStats, GroupStats]]:
     """(axis, A, B) for every pair of groups that differ on `axis` alone. Which seed
-    source varied (`seed_source`) is no axis: its blocks are one setup, set side by side
-    in the variance table (`sweeper.summarize.variance`); groups of different blocks are
-    not compared, those of one block are."""
+    source varied (`trial_keys.SEED_SOURCE_AXIS`) is no axis: its blocks are one setup,
+    set side by side in the variance table (`sweeper.summarize.variance`); groups of
+    different blocks are not compared, those of one block are, paired by seed."""
     coords = {g.group: coordinates(g) for g in groups}
     params = sorted({k for c in coords.values() for k in c} - {*AXES, SEED_SOURCE_AXIS})
     for axis in (*AXES, *params):

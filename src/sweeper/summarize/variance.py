@@ -7,7 +7,7 @@ a sweep that varies one source while holding the others (`seed_source`: `init`,
 `data_order` or `dropout`; tags `sweeper.seed_source` and `sweeper.seed.<source>`)
 gives one block per source. The Table 2 groups that differ only by which source varied
 (`fairseq/pretrained/full[seed_source=init]`, ...) are one base group here
-(`base_group`), and the table has one row per block it holds:
+(`trial_keys.without_seed_source`), and the table has one row per block it holds:
 
 * **A seed row** is the sample variance (ddof = 1) of the block's test values, with its
   95% chi-square interval, [(n-1)s^2 / chi2(0.975; n-1), (n-1)s^2 / chi2(0.025; n-1)].
@@ -49,7 +49,6 @@ as before (`Summary.to_dict` has no `variance` entry).
 from __future__ import annotations
 
 import math
-import re
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -67,6 +66,7 @@ from sweeper.summarize.stats import (
     sample_std,
 )
 from sweeper.trainers.predictions import BEST, LAST, SplitPredictions
+from sweeper.trial_keys import without_seed_source
 
 TEST_SET = "test_set"
 """`VarianceRow.source` of the test set's sampling variance."""
@@ -77,19 +77,6 @@ RESAMPLES = BOOTSTRAP_RESAMPLES
 sqrt(2 / RESAMPLES) = 1.4% of it per trial, less once averaged over a group."""
 FLAG_METRICS = frozenset({"accuracy", "exact_match"})
 """Metrics that are 100 x the mean of the predictions file's `correct` flags."""
-SEED_SOURCE_AXIS = "seed_source"
-"""The grid value a group name carries for a block (`[seed_source=init]`)."""
-_SOURCE_ITEM = re.compile(rf"(?:^|,){SEED_SOURCE_AXIS}=(?:{'|'.join(SOURCES)})(?=,|$)")
-
-
-def base_group(group: str) -> str:
-    """`fairseq/pretrained/full[seed_source=init,train.lr=0.001]` ->
-    `fairseq/pretrained/full[train.lr=0.001]`: the group without which source varied."""
-    base, bracket, rest = group.partition("[")
-    if not bracket:
-        return group
-    kept = _SOURCE_ITEM.sub("", rest.removesuffix("]")).lstrip(",")
-    return f"{base}[{kept}]" if kept else base
 
 
 def variance_interval(
@@ -156,7 +143,7 @@ def variance_rows(
         predictions = {}
     if not predictions and all(t.seed_source == SEED_ALL for t in trials):
         return ()  # an ordinary sweep without predictions: nothing to say, nothing read
-    bases = {group: base_group(group) for group in {t.group for t in trials}}
+    bases = {group: without_seed_source(group)[0] for group in {t.group for t in trials}}
     by_base: dict[str, list[CountedTrial]] = {}
     for trial in trials:
         by_base.setdefault(bases[trial.group], []).append(trial)

@@ -26,6 +26,7 @@ request (its tags with its points), and under load several are.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -143,9 +144,9 @@ class Recorder:
         )
 
     def result(self, key: str, result: Mapping[str, Any]) -> int:
-        """Log a trial report's new metric points (and its node, params counts, and the
-        splits whose predictions it uploaded, as tags in the same request); returns how
-        many points were new."""
+        """Log a trial report's new metric points (and its node, params counts, the tags
+        the trial sent, `record_names.REPORT_TAGS`: its seed evidence, the splits whose
+        predictions it uploaded); returns how many points were new."""
         from mlflow.entities import Metric
 
         run_id = self.runs[key]
@@ -168,8 +169,8 @@ class Recorder:
         ):
             if result.get(name) is not None:
                 tags[tag] = str(int(result[name]))
-        if result.get("predictions"):  # a final report: the splits whose files went up
-            tags[record_names.TAG_PREDICTIONS] = str(result["predictions"])
+        if result.get(record_names.REPORT_TAGS):  # the trial's own, e.g. its seed evidence
+            tags.update(json.loads(str(result[record_names.REPORT_TAGS])))
         now = int(time.time() * 1000)
         points = self.metrics.new_points(run_id, result.get("points") or ())
         best = [p for p in points if _is_best(p[1])]

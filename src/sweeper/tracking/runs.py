@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from sweeper import record_names
 from sweeper.redact import redact_values
-from sweeper.trial_keys import Trial
+from sweeper.trial_keys import Trial, seed_tags
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -83,7 +83,8 @@ def flatten_params(identity: Mapping[str, Any], prefix: str = "") -> dict[str, s
 
 
 def trial_tags(trial: Trial, stage: record_names.Stage = record_names.Stage.GRID) -> dict[str, str]:
-    """The tags a trial run is created with (status and Ray ids come later)."""
+    """The tags a trial run is created with (status and Ray ids come later), among them
+    which seed set what (`trial_keys.seed_tags`)."""
     return {
         record_names.TAG_ROLE: record_names.ROLE_TRIAL,
         record_names.TAG_SWEEP: trial.sweep,
@@ -94,6 +95,7 @@ def trial_tags(trial: Trial, stage: record_names.Stage = record_names.Stage.GRID
         record_names.TAG_FRAMEWORK: trial.framework,
         record_names.TAG_METHOD: trial.method,
         record_names.TAG_STAGE: str(stage),
+        **seed_tags(trial),
     }
 
 

@@ -12,6 +12,7 @@ Shared by every framework:
   reload.py          a stored checkpoint's per-example predictions, its metrics from them
   predictions.py     per-example predictions of a trial's best and last checkpoints
   trial_predictions.py  a finished trial's predictions files (valid, test; best, last)
+  seed_evidence.py   what a trainer measured of its seeds: start weights, data order
   trial_pipeline.py  one trial end to end: shared inputs, shared initial weights, trainer
   classification.py  the classification task's inputs and jobs (both frameworks' backends)
 Per framework:

@@ -74,6 +74,18 @@ class TrialJob:
     threads: int = 1
     device: str = "cpu"
     extra: dict[str, Any] = field(default_factory=dict)
+    seeds: dict[str, int] = field(default_factory=dict)
+    """The seed of each source of the trial's randomness (`record_names.SEED_SOURCES`:
+    `init`, `data_order`, `dropout`; `sweeper.trial_keys.Trial.seeds`). Empty in a job
+    saved before sources existed: every source is `seed` (`seed_of`)."""
+
+    def seed_of(self, source: str) -> int:
+        """The seed that drives one source: `init` (the starting weights, drawn before
+        the job is built, and LoRA's adapters), `data_order` (the training sampler),
+        `dropout` (the trainer's RNG during updates)."""
+        if source not in record_names.SEED_SOURCES:
+            raise ValueError(f"unknown seed source {source!r}: {record_names.SEED_SOURCES}")
+        return int(self.seeds.get(source, self.seed))
 
     @property
     def updates_per_epoch(self) -> int:

@@ -8,7 +8,9 @@ its `Backend.write`: the built-ins' `fairseq` and `hf`) and the pretrained check
 (`model.checkpoint`, or one per pretraining objective the grid asks for, each trained
 by its stage in the backend table, `Task.pretrain`: fairseq's masked LM, HF's causal
 LM); `build_job` writes a trial's initial weights (`sweeper.models.init`) from its
-objective's checkpoint and gives the job the folder its backend reads.
+objective's checkpoint under its init seed (`Trial.seeds`: trials that hold the init
+seed share one file) and gives the job the folder its backend reads and every
+source's seed.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 
 from sweeper import backends
 from sweeper.backends import Backend
-from sweeper.record_names import METRIC_VALID_ACC
+from sweeper.record_names import METRIC_VALID_ACC, SEED_INIT
 from sweeper.spec.schema import SweepSpec
 from sweeper.trainers.base import TrialJob
 from sweeper.trainers.trial_pipeline import SweepInputs
@@ -109,7 +111,7 @@ def build_job(
         vocab_size=inputs.vocab_size,
         num_classes=int(trial.train["num_classes"]),
         init=trial.init,
-        seed=trial.seed,
+        seed=trial.seeds[SEED_INIT],
         pretrained=inputs.pretrained_for(trial) if trial.init == "pretrained" else None,
         out_dir=spec.output_dir / "init",
     )
@@ -130,6 +132,7 @@ def build_job(
         threads=threads,
         device=device,
         extra=select_extra(spec),
+        seeds=trial.seeds,
     )
 
 

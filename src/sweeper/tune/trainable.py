@@ -18,6 +18,7 @@ Ray is imported inside the functions: `sweeper --help` must not load it.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -33,6 +34,7 @@ from sweeper.tracking.staging import StagedInput
 from sweeper.tracking.sweep_run import versions_json
 from sweeper.trainers.events import MetricEvent, best_validation, read_events
 from sweeper.trainers.runner import TrainerPreempted, TrialResult
+from sweeper.trainers.seed_evidence import evidence_tags
 from sweeper.trainers.trial_pipeline import SweepInputs
 from sweeper.trial_keys import Trial
 
@@ -46,9 +48,6 @@ FINAL = "sweeper_final"
 POINTS = "points"
 CORRECTIONS = "corrections"
 """Points of a step measured again after a resume with other values (see Reporter)."""
-PREDICTIONS = "predictions"
-"""Final report: the splits whose predictions files went up with the trial's other
-files, comma-separated; the driver sets them as the run's `sweeper.predictions` tag."""
 
 
 @dataclass(frozen=True)
@@ -224,8 +223,10 @@ class Reporter:
 
     def finish(self, result: TrialResult, predictions: Sequence[str] = ()) -> None:
         """The last report: remaining points, the best checkpoint's metrics, parameter
-        counts, the trial's wall time, and the splits whose predictions were uploaded
-        (`PREDICTIONS`, only when there are any)."""
+        counts, the trial's wall time, and the run tags of what its trainer measured of
+        its seeds (`trainers.seed_evidence.evidence_tags`) and of the splits whose
+        predictions were uploaded (`record_names.TAG_PREDICTIONS`), in
+        `record_names.REPORT_TAGS`: no request of their own."""
         counts = result.trainable_params or (None, None)
         self._points.extend(best_points(self._evaluations, self.last_step, self._selection))
         final: dict[str, Any] = {
@@ -235,8 +236,11 @@ class Reporter:
             "trainable_params": counts[0],
             "total_params": counts[1],
         }
+        tags = evidence_tags(result.out_dir)
         if predictions:
-            final[PREDICTIONS] = ",".join(predictions)
+            tags[record_names.TAG_PREDICTIONS] = ",".join(predictions)
+        if tags:
+            final[record_names.REPORT_TAGS] = json.dumps(tags, sort_keys=True)
         self._send(final)
 
     def _send(self, metrics: dict[str, Any]) -> None:

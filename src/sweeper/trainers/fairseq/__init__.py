@@ -9,6 +9,8 @@
   fairseq_predict.py     the child's predictions files: best and last checkpoints on
                          valid and test, once training has finished
   fairseq_checkpoints.py fairseq's checkpoint file names and the weights-only allow-list
+  fairseq_seeds.py       which seed drives what in the child (data order: --seed; dropout:
+                         the job's own), and what it records of it (seeds.json)
   fairseq_pretrain.py    the pretraining stage: `masked_lm` on the unlabeled corpus, once
 
 Importing this package loads neither torch nor fairseq.

@@ -41,6 +41,12 @@ and applies these fixes around fairseq's own training:
 10. SIGTERM (a preemption notice) stops training after the update in progress with
    checkpoint_last.pt saved at that update (`fairseq_notice`); the process then exits
    with `preemption.PREEMPTED_EXIT`, printing the step (`preemption.Notice`).
+11. fairseq seeds the data order and the dropout masks with one `--seed` (the masks:
+   torch reseeded with seed + num_updates before every update). A trial's dropout seed
+   is its own (`TrialJob.seed_of("dropout")`, read from the trial.json beside
+   --save-dir; `--seed` is the data-order seed): `fairseq_seeds.FairseqSeeds` reseeds
+   with it + num_updates, and records the starting weights and each epoch's example
+   order in the trial folder's seeds.json.
 
 After training, checkpoint_best.pt loses its optimizer state (`drop_training_state`),
 and a trial's best and last checkpoints predict valid and test example by example
@@ -59,6 +65,7 @@ from sweeper.quick_exit import exit_now
 from sweeper.trainers.fairseq.fairseq_checkpoints import BEST, LAST, allow_fairseq_checkpoints
 from sweeper.trainers.fairseq.fairseq_notice import FairseqNotice
 from sweeper.trainers.fairseq.fairseq_predict import write_predictions
+from sweeper.trainers.fairseq.fairseq_seeds import FairseqSeeds
 from sweeper.trainers.notice import Notice
 
 
@@ -317,6 +324,9 @@ def main(argv: list[str]) -> None:
     whole_integers_in_logs()
     restore_numpy_compat()
     bf16_without_tpu(argv)
+    seeds = FairseqSeeds.of_save_dir(save_dir)
+    if seeds is not None:
+        seeds.install()
     stop = FairseqNotice(notice).install()
     sys.argv = ["fairseq-train", *argv]
     train.cli_main()

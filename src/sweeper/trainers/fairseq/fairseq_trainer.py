@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from sweeper.record_names import SEED_DATA_ORDER
 from sweeper.trainers.base import (
     EVAL_BATCH_SIZE,
     Checkpoints,
@@ -98,6 +99,8 @@ def train_args(job: TrialJob) -> list[str]:
     fairseq's default power 1 and end lr 0, which *is* linear warmup then linear decay
     (HF's "linear" schedule). `--finetune-from-model` is always passed: fairseq uses it
     only when save_dir has no checkpoint_last.pt, and resumes from that file otherwise.
+    `--seed` is the job's data-order seed (`fairseq_seeds`: the child seeds dropout
+    from the job's own).
     """
     if job.method != "full":
         raise ValueError(f"the fairseq trainer does full fine-tuning only, not {job.method!r}")
@@ -127,7 +130,7 @@ def train_args(job: TrialJob) -> list[str]:
         "--required-batch-size-multiple", "1",  # exactly batch_size sentences per update
         "--dropout", str(train["dropout"]),
         "--attention-dropout", str(train["attention_dropout"]),
-        "--seed", str(job.seed),
+        "--seed", str(job.seed_of(SEED_DATA_ORDER)),  # dropout: fairseq_main's fix 11
         "--valid-subset", ",".join(EVAL_SPLITS),
         *best_checkpoint_flags(job),
         "--no-epoch-checkpoints",  # only checkpoint_best.pt and checkpoint_last.pt

@@ -6,6 +6,7 @@
   hf_predict.py   both children's predictions files: best and last checkpoints on
                   valid and test, once training has finished
   hf_data.py      token-id datasets, batching and accuracy from counts for `hf_main`
+  hf_seeds.py     which seed drives what in both children, and what they record of it
   lm_main.py      the causal-LM child: answer-only loss, perplexity, exact match
   lm_data.py      prompt/answer batches and the causal-LM measurements (also `--evaluate`)
   lm_trial.py     the causal-LM backend: inputs, trial jobs, its trainer (`LMTrainer`)

@@ -8,8 +8,10 @@ accuracy of the best-validation checkpoint is known without a second pass. Metri
 events go to stdout (see `sweeper.trainers.hf.hf_trainer.EVENT_PREFIX`); the parent turns them
 into Ray reports and MLflow metrics. Checkpoints found in the output folder are resumed.
 On SIGTERM (a preemption notice) it saves a checkpoint at the current step and exits
-with `preemption.PREEMPTED_EXIT` (`sweeper.trainers.hf.hf_notice`). A finished run
-ends by writing the trial folder's predictions files (`sweeper.trainers.hf.hf_predict`).
+with `preemption.PREEMPTED_EXIT` (`sweeper.trainers.hf.hf_notice`). Each source of the
+trial's randomness follows its own seed (`TrialJob.seed_of`; which argument drives
+which, and what `seeds.json` records of it: `sweeper.trainers.hf.hf_seeds`). A finished
+run ends by writing the trial folder's predictions files (`sweeper.trainers.hf.hf_predict`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from transformers import (
 )
 
 from sweeper.quick_exit import exit_now
+from sweeper.record_names import SEED_DROPOUT, SEED_INIT
 from sweeper.trainers.base import (
     EVAL_BATCH_SIZE,
     TrialJob,
@@ -48,6 +51,7 @@ from sweeper.trainers.hf.hf_data import (
 )
 from sweeper.trainers.hf.hf_notice import Preempted, StopOnNotice, train_or_stop
 from sweeper.trainers.hf.hf_predict import write_predictions
+from sweeper.trainers.hf.hf_seeds import seed_arguments, watch
 from sweeper.trainers.hf.hf_trainer import (
     CHECKPOINT_PREFIX,
     STATE_FILE,
@@ -137,7 +141,7 @@ def build_model(job: TrialJob) -> torch.nn.Module:
     The weights always come from the fairseq-format init checkpoint through the models
     package's conversion, never a fresh HF init or a hub download: an HF and a fairseq
     trial of one seed then start from the same point (docs/architecture.md, invariant 2). LoRA's A
-    matrices are drawn right after reseeding, so they depend on the seed alone.
+    matrices are drawn right after reseeding with the init seed, so they depend on it alone.
     """
     from sweeper.models import apply_lora, hf_init_model
 
@@ -155,7 +159,7 @@ def build_model(job: TrialJob) -> torch.nn.Module:
         return model
     if job.method != "lora" or not job.lora:
         raise ValueError(f"method {job.method!r} needs 'full', or 'lora' with lora settings")
-    transformers.set_seed(job.seed)
+    transformers.set_seed(job.seed_of(SEED_INIT))
     return apply_lora(model, job.lora)
 
 
@@ -183,7 +187,7 @@ def training_arguments(job: TrialJob) -> TrainingArguments:
     cuda = use_cuda(job)
     return TrainingArguments(
         output_dir=str(job.checkpoint_dir),
-        seed=job.seed,
+        **seed_arguments(job),  # dropout: `seed`; data order: `data_seed` (hf_seeds)
         num_train_epochs=int(train["epochs"]),
         per_device_train_batch_size=int(train["batch_size"]),
         per_device_eval_batch_size=EVAL_BATCH_SIZE,
@@ -278,15 +282,18 @@ def resume_point(checkpoint_dir: Path) -> Path | None:
 def build_trainer(
     job: TrialJob, model: torch.nn.Module, data: dict[str, TokenIdDataset]
 ) -> Trainer:
+    """The `Trainer` of the job; its training split records the order it is read in
+    (`hf_seeds.watch`)."""
+    train, seeds = watch(job, data["train"])
     trainer = FairseqRecipeTrainer(
         model=model,
         args=training_arguments(job),
-        train_dataset=data["train"],
+        train_dataset=train,
         eval_dataset={"valid": data["valid"], "test": data["test"]},
         data_collator=PadCollator(PAD_ID),
         compute_metrics=compute_accuracy,
         preprocess_logits_for_metrics=argmax_logits,
-        callbacks=[EventPrinter(), KeepBestAndLast()],
+        callbacks=[EventPrinter(), KeepBestAndLast(), seeds],
     )
     trainer.remove_callback(PrinterCallback)  # its raw log dicts duplicate our events
     return trainer
@@ -304,7 +311,7 @@ def run(job: TrialJob, notice: Notice) -> dict[str, Any]:
     torch.set_num_threads(max(1, job.threads))
     transformers.logging.set_verbosity_warning()
     transformers.utils.logging.disable_progress_bar()  # "Writing model shards" bars
-    transformers.set_seed(job.seed)
+    transformers.set_seed(job.seed_of(SEED_DROPOUT))
     data = read_splits(Path(job.data))
     model = build_model(job)
     check_data(job, data, model.config.max_position_embeddings - PAD_ID - 1)

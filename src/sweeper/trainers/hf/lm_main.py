@@ -11,8 +11,9 @@ test are measured (loss, perplexity, exact match of greedy answers) and sent as 
 events; the best checkpoint is the one with the best `job.extra["select"]` metric.
 SIGTERM (a preemption notice) is answered as the classifier's child answers it
 (`sweeper.trainers.hf.hf_notice`): a checkpoint at the current step, then exit
-`preemption.PREEMPTED_EXIT`. A finished run ends by writing the trial folder's
-predictions files (`sweeper.trainers.hf.hf_predict`: each answer as text, its
+`preemption.PREEMPTED_EXIT`. Its seeds drive what the classifier's do, and it records
+them alike (`sweeper.trainers.hf.hf_seeds`). A finished run ends by writing the trial
+folder's predictions files (`sweeper.trainers.hf.hf_predict`: each answer as text, its
 probability and exact match).
 
 `python -m sweeper.trainers.hf.lm_main --pretrain SETTINGS.json` is the pretraining stage
@@ -33,6 +34,7 @@ from transformers import PrinterCallback, TrainerCallback
 
 from sweeper.models.llama import BOS_ID, EOS_ID, apply_lm_lora, load_lm
 from sweeper.quick_exit import exit_now
+from sweeper.record_names import SEED_DROPOUT, SEED_INIT
 from sweeper.trainers.base import TrialJob
 from sweeper.trainers.events import MetricEvent
 from sweeper.trainers.hf.hf_main import (
@@ -48,6 +50,7 @@ from sweeper.trainers.hf.hf_main import (
 )
 from sweeper.trainers.hf.hf_notice import Preempted, StopOnNotice, train_or_stop
 from sweeper.trainers.hf.hf_predict import write_predictions
+from sweeper.trainers.hf.hf_seeds import watch
 from sweeper.trainers.hf.lm_data import AnswerDataset, collate, measure
 from sweeper.trainers.notice import Notice
 
@@ -78,13 +81,14 @@ class AnswerTrainer(FairseqRecipeTrainer):
 
 
 def build_model(job: TrialJob) -> torch.nn.Module:
-    """The trial's starting decoder, LoRA-wrapped (A matrices drawn after reseeding)."""
+    """The trial's starting decoder, LoRA-wrapped (A matrices drawn after reseeding with
+    the init seed)."""
     model = load_lm(Path(job.init_checkpoint), dropout=float(job.train["attention_dropout"]))
     if job.method == "full":
         return model
     if job.method != "lora" or not job.lora:
         raise ValueError(f"method {job.method!r} needs 'full', or 'lora' with lora settings")
-    transformers.set_seed(job.seed)
+    transformers.set_seed(job.seed_of(SEED_INIT))
     return apply_lm_lora(model, job.lora)
 
 
@@ -94,7 +98,7 @@ def run(job: TrialJob, notice: Notice) -> dict[str, Any]:
     torch.set_num_threads(max(1, job.threads))
     transformers.logging.set_verbosity_warning()
     transformers.utils.logging.disable_progress_bar()
-    transformers.set_seed(job.seed)
+    transformers.set_seed(job.seed_of(SEED_DROPOUT))
     data = Path(job.data)
     splits = {s: AnswerDataset.read(data / f"{s}.jsonl") for s in ("train", "valid", "test")}
     if len(splits["train"]) != job.num_train:
@@ -108,13 +112,14 @@ def run(job: TrialJob, notice: Notice) -> dict[str, Any]:
     args = training_arguments(job)
     args.metric_for_best_model = f"eval_{select['metric']}"
     args.greater_is_better = select["mode"] == "max"
+    train, seeds = watch(job, splits["train"])  # seeds.json (hf_seeds)
     trainer = AnswerTrainer(
         model=model,
         args=args,
-        train_dataset=splits["train"],
+        train_dataset=train,
         eval_dataset={"valid": splits["valid"], "test": splits["test"]},  # see evaluate
         data_collator=collate,
-        callbacks=[EventPrinter(), KeepBestAndLast(), stop],
+        callbacks=[EventPrinter(), KeepBestAndLast(), stop, seeds],
         splits={"valid": splits["valid"], "test": splits["test"]},
     )
     trainer.remove_callback(PrinterCallback)

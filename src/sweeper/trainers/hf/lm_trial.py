@@ -4,9 +4,10 @@ Inputs: the prompt/answer data (`sweeper.data.lm_task`, the `SweepInputs.data` k
 `lm`) and the `pretrained` decoder, trained by `sweeper.trainers.hf.lm_pretrain` or
 named by `model.checkpoint` (a local HF causal-LM folder). A trial's starting weights
 are that folder, or for `random` the seed's freshly drawn `model.arch` decoder
-(`sweeper.models.llama.random_init`), so the trials of one seed share their starting
-point whatever their method. The job says what picks the best checkpoint
-(`extra["select"]`, the spec's `select:`); `LMTrainer` runs `lm_main` as its child.
+(`sweeper.models.llama.random_init`, under the trial's init seed), so the trials of
+one init seed share their starting point whatever their method. The job says what
+picks the best checkpoint (`extra["select"]`, the spec's `select:`); `LMTrainer` runs
+`lm_main` as its child.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sweeper.backends import Backend
+from sweeper.record_names import SEED_INIT
 from sweeper.spec.schema import SweepSpec
 from sweeper.trainers.base import TrialJob
 from sweeper.trainers.hf.hf_trainer import HFTrainer
@@ -68,7 +70,8 @@ def build_job(
     if trial.init == "pretrained":
         init = inputs.pretrained_for(trial)
     else:
-        init = random_init(arch_fields, inputs.vocab_size, trial.seed, spec.output_dir / "init")
+        seed = trial.seeds[SEED_INIT]  # trials that hold the init seed share the folder
+        init = random_init(arch_fields, inputs.vocab_size, seed, spec.output_dir / "init")
     select = spec.select
     return TrialJob(
         framework=trial.framework,
@@ -87,6 +90,7 @@ def build_job(
         threads=threads,
         device=device,
         extra={"select": {"metric": select.metric, "mode": select.direction()}},
+        seeds=trial.seeds,
     )
 
 
