@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from sweeper import record_names
@@ -74,7 +76,35 @@ def test_only_runs_tagged_with_the_split_are_read_and_a_bad_file_is_left_out(tmp
     tagged = {record_names.TAG_PREDICTIONS: "valid,test"}
     trials = [_trial(ids["a"], tagged), _trial(ids["b"], tagged), _trial(ids["bad"], tagged)]
     trials.append(_trial(ids["none"], {}))
-    found = read_predictions(uri, trials)
+    found = read_predictions(uri, trials)  # a local store: the files read where they lie
     assert sorted(found) == sorted([ids["a"], ids["b"]])
     assert found[ids["b"]].at("best").correct == (0, 0, 1)
     assert read_predictions(uri, trials, split="train") == {}
+    through_mlflow = read_predictions(uri, trials, client=client)
+    assert {k: v.at("best").correct for k, v in through_mlflow.items()} == {
+        k: v.at("best").correct for k, v in found.items()
+    }
+
+
+def test_a_local_store_is_read_without_importing_mlflow(tmp_path: Path):
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    experiment = client.create_experiment("x", artifact_location=str(tmp_path / "art"))
+    run_id = client.create_run(experiment).info.run_id
+    best = CheckpointPredictions(5, (1, 0), (0.9, 0.8), (1, 0))
+    path = predictions.write(
+        tmp_path, SplitPredictions("test", "classification", (0, 1), {"best": best})
+    )
+    client.log_artifact(run_id, str(path), record_names.ARTIFACT_PREDICTIONS_DIR)
+    code = (
+        "import sys\n"
+        "from tests.unit.test_summarize_example_reader import _trial\n"
+        "from sweeper.summarize.example_reader import read_predictions\n"
+        f"trial = _trial({run_id!r}, {{'sweeper.predictions': 'test'}})\n"
+        f"found = read_predictions({uri!r}, [trial])\n"
+        "print(len(found), 'mlflow' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["1", "False"]

@@ -6,7 +6,8 @@ need which examples each trial got right, not only how many: each trial uploads
 `sweeper.predictions` tag names the splits it holds. Only tagged runs are read, so a
 store without predictions (older records, the test-only dummy trainer) costs nothing
 here and imports no MLflow; tagged ones are downloaded a few at a time, since through a
-tracking server each file is one HTTP request.
+tracking server each file is one HTTP request. A local SQLite store's files are read
+straight from its artifact folder.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlparse
 
 from sweeper.summarize.records import CountedTrial
 from sweeper.trainers import predictions as files
@@ -41,12 +43,15 @@ def read_predictions(
     wanted = [t for t in trials if split in t.predictions]
     if not wanted:
         return {}
+    found = _local_files(uri, wanted, split) if client is None else {}
+    wanted = [t for t in wanted if t.run_id not in found]
+    if not wanted:
+        return found
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # a bar per file
     if client is None:
         from sweeper.summarize.mlflow_reader import open_client
 
         client = open_client(uri)
-    found: dict[str, SplitPredictions] = {}
     with tempfile.TemporaryDirectory(prefix="sweeper-predictions-") as tmp:
 
         def fetch(trial: CountedTrial) -> tuple[str, SplitPredictions | None]:
@@ -56,6 +61,29 @@ def read_predictions(
             for run_id, read in pool.map(fetch, wanted):
                 if read is not None:
                     found[run_id] = read
+    return found
+
+
+def _local_files(
+    uri: str, trials: Sequence[CountedTrial], split: str
+) -> dict[str, SplitPredictions]:
+    """The files of a SQLite store's runs whose artifacts are a local folder, read where
+    they lie (no MLflow import); runs whose files are elsewhere are left to MLflow."""
+    from sweeper.summarize.sqlite_store import open_sqlite
+
+    store = open_sqlite(uri)
+    if store is None:
+        return {}
+    found = {}
+    for run_id, root in store.artifact_uris([t.run_id for t in trials]).items():
+        parsed = urlparse(root)
+        if parsed.scheme not in ("", "file"):
+            continue
+        path = Path(unquote(parsed.path)) / files.artifact_path(split)
+        try:
+            found[run_id] = files.read(path)
+        except (OSError, ValueError, KeyError):
+            continue  # unreadable: left out, as `_download` leaves it out
     return found
 
 

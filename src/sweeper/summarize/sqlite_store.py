@@ -140,6 +140,19 @@ class SqliteStore:
                     rows[key].append((run_id, Point(int(step), int(timestamp), value)))
         return rows
 
+    def artifact_uris(self, run_ids: Sequence[str]) -> dict[str, str]:
+        """run id -> the run's artifact URI, as MLflow recorded it."""
+        found: dict[str, str] = {}
+        with closing(self._connect()) as db:
+            for start in range(0, len(run_ids), CHUNK):
+                chunk = list(run_ids[start : start + CHUNK])
+                query = (
+                    "SELECT run_uuid, artifact_uri FROM runs "
+                    f"WHERE run_uuid IN ({','.join('?' * len(chunk))})"
+                )
+                found.update({run_id: uri for run_id, uri in db.execute(query, chunk) if uri})
+        return found
+
     @staticmethod
     def _by_run(
         db: sqlite3.Connection, select: str, run_ids: Sequence[str]
