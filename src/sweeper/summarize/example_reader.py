@@ -7,11 +7,13 @@ need which examples each trial got right, not only how many: each trial uploads
 store without predictions (older records, the test-only dummy trainer) costs nothing
 here and imports no MLflow; tagged ones are downloaded a few at a time, since through a
 tracking server each file is one HTTP request. A local SQLite store's files are read
-straight from its artifact folder.
+straight from its artifact folder and a tracking server's over its REST API, neither
+importing MLflow (MLflow's client reads any other store).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from collections.abc import Sequence
@@ -43,8 +45,8 @@ def read_predictions(
     wanted = [t for t in trials if split in t.predictions]
     if not wanted:
         return {}
-    found = _local_files(uri, wanted, split) if client is None else {}
-    wanted = [t for t in wanted if t.run_id not in found]
+    found, tried = _without_mlflow(uri, wanted, split) if client is None else ({}, set())
+    wanted = [t for t in wanted if t.run_id not in tried]
     if not wanted:
         return found
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # a bar per file
@@ -64,27 +66,45 @@ def read_predictions(
     return found
 
 
-def _local_files(
+def _without_mlflow(
     uri: str, trials: Sequence[CountedTrial], split: str
-) -> dict[str, SplitPredictions]:
-    """The files of a SQLite store's runs whose artifacts are a local folder, read where
-    they lie (no MLflow import); runs whose files are elsewhere are left to MLflow."""
+) -> tuple[dict[str, SplitPredictions], set[str]]:
+    """(the files read without importing MLflow, the runs tried): a SQLite store's runs
+    whose artifacts are a local folder, where they lie; a tracking server's through its
+    REST reader (`HttpStore.artifact`). A run tried and not found is not tried again;
+    runs whose files are elsewhere (S3, a server with credentials) are left to MLflow."""
+    from sweeper.summarize.http_store import HttpReadFailed, open_http
     from sweeper.summarize.sqlite_store import open_sqlite
 
+    found: dict[str, SplitPredictions] = {}
+    tried: set[str] = set()
     store = open_sqlite(uri)
-    if store is None:
-        return {}
-    found = {}
-    for run_id, root in store.artifact_uris([t.run_id for t in trials]).items():
-        parsed = urlparse(root)
-        if parsed.scheme not in ("", "file"):
-            continue
-        path = Path(unquote(parsed.path)) / files.artifact_path(split)
+    if store is not None:
+        for run_id, root in store.artifact_uris([t.run_id for t in trials]).items():
+            parsed = urlparse(root)
+            if parsed.scheme in ("", "file"):
+                tried.add(run_id)
+                path = Path(unquote(parsed.path)) / files.artifact_path(split)
+                with contextlib.suppress(OSError, ValueError, KeyError):
+                    found[run_id] = files.read(path)  # unreadable: left out, as below
+        return found, tried
+    server = open_http(uri)
+    if server is None:
+        return found, tried
+
+    def fetch(trial: CountedTrial) -> tuple[str, bytes | None]:
         try:
-            found[run_id] = files.read(path)
-        except (OSError, ValueError, KeyError):
-            continue  # unreadable: left out, as `_download` leaves it out
-    return found
+            return trial.run_id, server.artifact(trial.run_id, files.artifact_path(split))
+        except HttpReadFailed:
+            return trial.run_id, None
+
+    with ThreadPoolExecutor(max_workers=min(WORKERS, len(trials))) as pool:
+        for run_id, body in pool.map(fetch, trials):
+            tried.add(run_id)
+            if body is not None:
+                with contextlib.suppress(ValueError, KeyError):
+                    found[run_id] = SplitPredictions.from_json(body.decode())
+    return found, tried
 
 
 def _download(client: MlflowClient, run_id: str, split: str, into: Path) -> SplitPredictions | None:

@@ -62,6 +62,8 @@ RETRIES = 3
 
 Query = Sequence[tuple[str, str]]
 Call = Callable[[str, str, Query | None, dict | None], dict]
+Send = Callable[[str, str, Query | None, dict | None], bytes]
+"""A request whose answer is returned as it came (an artifact file)."""
 """(method, path, query pairs, JSON body) -> the decoded JSON answer."""
 
 CREDENTIAL_SETTINGS = (
@@ -79,9 +81,10 @@ class HttpReadFailed(Exception):
 class HttpStore:
     """A tracking server's runs and histories; `call` makes one request."""
 
-    def __init__(self, uri: str, call: Call) -> None:
+    def __init__(self, uri: str, call: Call, send: Send | None = None) -> None:
         self.uri = uri
         self._call = call
+        self._send = send
 
     def experiment(self, name: str) -> tuple[str, str] | None:
         """(experiment id, name) of the active experiment called `name`, or None."""
@@ -99,6 +102,14 @@ class HttpStore:
         """The active experiments' names (the first 200, as MlflowSource lists them)."""
         found = self._call("POST", "/api/2.0/mlflow/experiments/search", None, {"max_results": 200})
         return sorted(e["name"] for e in found.get("experiments", []))
+
+    def artifact(self, run_id: str, path: str) -> bytes | None:
+        """A run's artifact file through the server (its `/get-artifact` route, which
+        serves proxied and server-side artifact stores alike); None where this store's
+        requests cannot return raw bytes (MLflow's client then reads)."""
+        if self._send is None:
+            return None
+        return self._send("GET", "/get-artifact", [("path", path), ("run_uuid", run_id)], None)
 
     def tags(self, run_id: str) -> dict[str, str]:
         run = self._call("GET", "/api/2.0/mlflow/runs/get", [("run_id", run_id)], None)["run"]
@@ -253,8 +264,14 @@ def _raw_run(run: dict) -> dict[str, Any]:
 
 
 def plain_call(uri: str, timeout: float = TIMEOUT_S) -> Call:
-    """Requests with the standard library: one kept-alive connection per thread,
-    transient failures (no answer, 429, 5xx) retried with a short back-off."""
+    """JSON requests with the standard library (`plain_requests`)."""
+    return plain_requests(uri, timeout)[0]
+
+
+def plain_requests(uri: str, timeout: float = TIMEOUT_S) -> tuple[Call, Send]:
+    """(JSON requests, raw requests) with the standard library: one kept-alive
+    connection per thread, transient failures (no answer, 429, 5xx) retried with a
+    short back-off."""
     parsed = urlparse(uri)
     base = parsed.path.rstrip("/")
     local = threading.local()
@@ -270,6 +287,10 @@ def plain_call(uri: str, timeout: float = TIMEOUT_S) -> Call:
         return local.conn
 
     def call(method: str, path: str, query: Query | None, body: dict | None) -> dict:
+        return json.loads(send(method, path, query, body))
+
+    def send(method: str, path: str, query: Query | None, body: dict | None) -> bytes:
+        """The body of a 200 answer to one request (retried as the docstring says)."""
         target = base + path + (f"?{urlencode(list(query))}" if query else "")
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Content-Type": "application/json"} if data is not None else {}
@@ -285,14 +306,14 @@ def plain_call(uri: str, timeout: float = TIMEOUT_S) -> Call:
                     raise HttpReadFailed(f"no answer from {uri}: {exc}") from None
             else:
                 if response.status == 200:
-                    return json.loads(text)
+                    return text
                 transient = response.status == 429 or response.status >= 500
                 if not transient or attempt == RETRIES:
                     raise HttpReadFailed(_error(response.status, text))
             time.sleep(0.5 * 2**attempt)
         raise AssertionError("unreachable")
 
-    return call
+    return call, send
 
 
 def _error(status: int, text: bytes) -> str:
@@ -315,7 +336,7 @@ def open_http(uri: str) -> HttpStore | None:
         return None
     if (Path.home() / ".mlflow" / "credentials").exists():
         return None
-    return HttpStore(uri, plain_call(uri))
+    return HttpStore(uri, *plain_requests(uri))
 
 
 def mlflow_call(uri: str) -> Call:
