@@ -142,16 +142,9 @@ class SqliteStore:
 
     def artifact_uris(self, run_ids: Sequence[str]) -> dict[str, str]:
         """run id -> the run's artifact URI, as MLflow recorded it."""
-        found: dict[str, str] = {}
         with closing(self._connect()) as db:
-            for start in range(0, len(run_ids), CHUNK):
-                chunk = list(run_ids[start : start + CHUNK])
-                query = (
-                    "SELECT run_uuid, artifact_uri FROM runs "
-                    f"WHERE run_uuid IN ({','.join('?' * len(chunk))})"
-                )
-                found.update({run_id: uri for run_id, uri in db.execute(query, chunk) if uri})
-        return found
+            found = self._by_run(db, "SELECT run_uuid, 'uri', artifact_uri FROM runs", run_ids)
+        return {run_id: row["uri"] for run_id, row in found.items() if row["uri"]}
 
     @staticmethod
     def _by_run(
