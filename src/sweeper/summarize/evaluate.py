@@ -147,7 +147,9 @@ def evaluate_trials(
     for number, trial in enumerate(trials, 1):
         with tempfile.TemporaryDirectory(prefix="sweeper-evaluate-") as tmp:
             try:
-                found = measure(client, trial.run_id, Path(tmp), metric, trial.best_step)
+                found = measure(
+                    client, trial.run_id, Path(tmp), metric, trial.best_step, trial.predictions
+                )
             except (FileNotFoundError, OSError) as exc:
                 found = Remeasured(problem=str(exc))
         evaluation = Evaluation(
@@ -198,10 +200,12 @@ def measure(
     tmp: Path,
     metric: str = record_names.METRIC_TEST_ACC,
     step: int = 0,
+    held: Sequence[str] = (),
 ) -> Remeasured:
     """Test `metric` (accuracy, macro-F1 in %, ...) of run `run_id`'s stored best
-    checkpoint (recorded at `step`), with the run's stored test predictions (where it
-    has them) and the re-measurement's."""
+    checkpoint (recorded at `step`), with the run's stored test predictions (where
+    `held`, the splits its `sweeper.predictions` tag lists, has them) and the
+    re-measurement's."""
     from mlflow.exceptions import MlflowException
 
     from sweeper.trainers.base import TrialJob
@@ -214,7 +218,7 @@ def measure(
         )
     except MlflowException as exc:
         raise FileNotFoundError(f"artifact missing: {exc.message.splitlines()[0]}") from None
-    stored, problem = _stored_predictions(client, run_id, tmp)
+    stored, problem = _stored_predictions(client, run_id, tmp, held)
     job = TrialJob.load(Path(config))
     trainer = get_trainer(job.framework, job.task)
     for path in trainer.reload_inputs(job):  # what the trainer reloads must be here
@@ -230,14 +234,13 @@ def measure(
 
 
 def _stored_predictions(
-    client: MlflowClient, run_id: str, tmp: Path
+    client: MlflowClient, run_id: str, tmp: Path, held: Sequence[str]
 ) -> tuple[SplitPredictions | None, str | None]:
-    """The run's stored predictions of `SPLIT` (None where its `sweeper.predictions`
-    tag does not list it), or why they could not be read."""
+    """The run's stored predictions of `SPLIT` (None where `held`, the splits its
+    `sweeper.predictions` tag lists, lacks it), or why they could not be read."""
     from mlflow.exceptions import MlflowException
 
-    tag = client.get_run(run_id).data.tags.get(record_names.TAG_PREDICTIONS, "")
-    if SPLIT not in tag.split(","):
+    if SPLIT not in held:
         return None, None
     try:
         path = client.download_artifacts(run_id, predictions.artifact_path(SPLIT), str(tmp))

@@ -24,11 +24,14 @@ from urllib.parse import unquote, urlparse
 
 from sweeper.summarize.records import CountedTrial
 from sweeper.trainers import predictions as files
-from sweeper.trainers.predictions import SplitPredictions
+from sweeper.trainers.predictions import BEST, LAST, CheckpointPredictions, SplitPredictions
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
 
+FLAG_METRICS = frozenset({"accuracy", "exact_match"})
+"""Metrics whose value is 100 x mean(`correct`) over the test examples: the only ones
+the test-set statistics can be computed for from the predictions files."""
 WORKERS = 8
 """Downloads at once: enough to hide a server's latency, few enough for its pool."""
 
@@ -116,3 +119,15 @@ def _download(client: MlflowClient, run_id: str, split: str, into: Path) -> Spli
         return files.read(Path(path))
     except (MlflowException, OSError, ValueError, KeyError):
         return None
+
+
+def counted_checkpoint(
+    trial: CountedTrial, split: SplitPredictions
+) -> CheckpointPredictions | None:
+    """The stored checkpoint (best, else last) at the step the summary counts `trial`
+    at; None when neither is at that step."""
+    for which in (BEST, LAST):
+        found = split.checkpoints.get(which)
+        if found is not None and found.step == trial.best_step:
+            return found
+    return None

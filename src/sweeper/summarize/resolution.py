@@ -87,6 +87,7 @@ import numpy as np
 
 from sweeper.selection import base_name
 from sweeper.summarize.cells import level_text
+from sweeper.summarize.example_reader import FLAG_METRICS, counted_checkpoint
 from sweeper.summarize.records import Comparison, CountedTrial, TestSetStats
 from sweeper.summarize.resampling import bca_bounds
 from sweeper.summarize.stats import (
@@ -98,10 +99,8 @@ from sweeper.summarize.stats import (
     t_quantile,
     t_two_sided_p,
 )
-from sweeper.trainers.predictions import BEST, LAST, CheckpointPredictions, SplitPredictions
+from sweeper.trainers.predictions import CheckpointPredictions, SplitPredictions
 
-MEAN_METRICS = frozenset({"accuracy", "exact_match"})
-"""Metrics whose value is 100 · mean(correct) over the test examples."""
 BELOW = "below the test set's resolution"
 SEEDS_ALONE = "decided by the seeds alone (no test predictions)"
 """Under `--population`, the note of a comparison without a seeds x examples interval."""
@@ -131,7 +130,7 @@ def with_test_set(
     """Each comparison with its `TestSetStats` where every trial it compares holds test
     predictions of its recorded best checkpoint; `metric`: the compared one (only a
     mean over examples has them); `bounds`: the range of a difference, which clips."""
-    if not predictions or base_name(metric) not in MEAN_METRICS:
+    if not predictions or base_name(metric) not in FLAG_METRICS:
         return list(comparisons)
     by_group: dict[str, list[CountedTrial]] = {}
     for trial in trials:
@@ -193,13 +192,11 @@ def comparison_flags(
 
 
 def reported(trial: CountedTrial, split: SplitPredictions) -> CheckpointPredictions | None:
-    """The stored checkpoint (best, else last) at the step the summary counts `trial`
-    at, if its correct flags give the trial's recorded test value exactly."""
-    for which in (BEST, LAST):
-        found = split.checkpoints.get(which)
-        if found is not None and found.step == trial.best_step:
-            return found if found.accuracy == trial.test_value else None
-    return None
+    """The stored checkpoint at the step the summary counts `trial` at
+    (`example_reader.counted_checkpoint`), if its correct flags give the trial's
+    recorded test value exactly."""
+    found = counted_checkpoint(trial, split)
+    return found if found is not None and found.accuracy == trial.test_value else None
 
 
 def example_stats(flags: Flags, bounds: Bounds | None = None) -> TestSetStats:

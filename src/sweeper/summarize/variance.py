@@ -57,6 +57,7 @@ import numpy as np
 
 from sweeper.record_names import SEED_ALL, SEED_SOURCES
 from sweeper.selection import ACCURACY, Selection, base_name
+from sweeper.summarize.example_reader import FLAG_METRICS, counted_checkpoint
 from sweeper.summarize.records import CountedTrial, VarianceRow
 from sweeper.summarize.stats import (
     BOOTSTRAP_RESAMPLES,
@@ -65,7 +66,7 @@ from sweeper.summarize.stats import (
     mean,
     sample_std,
 )
-from sweeper.trainers.predictions import BEST, LAST, SplitPredictions
+from sweeper.trainers.predictions import SplitPredictions
 from sweeper.trial_keys import without_seed_source
 
 TEST_SET = "test_set"
@@ -75,8 +76,6 @@ SOURCES = (SEED_ALL, *SEED_SOURCES)
 RESAMPLES = BOOTSTRAP_RESAMPLES
 """Bootstrap resamples per trial (Table 2's count): the variance's Monte-Carlo error is about
 sqrt(2 / RESAMPLES) = 1.4% of it per trial, less once averaged over a group."""
-FLAG_METRICS = frozenset({"accuracy", "exact_match"})
-"""Metrics that are 100 x the mean of the predictions file's `correct` flags."""
 
 
 def variance_interval(
@@ -120,12 +119,9 @@ def resampling_rng(correct: Sequence[int]) -> np.random.Generator:
 
 def reported_flags(trial: CountedTrial, predictions: SplitPredictions) -> tuple[int, ...] | None:
     """The `correct` flags of the stored checkpoint at the step the summary reports for
-    `trial` (best, else last); None when neither is at that step."""
-    for which in (BEST, LAST):
-        found = predictions.checkpoints.get(which)
-        if found is not None and found.step == trial.best_step:
-            return found.correct
-    return None
+    `trial` (`example_reader.counted_checkpoint`); None when none is at that step."""
+    found = counted_checkpoint(trial, predictions)
+    return None if found is None else found.correct
 
 
 def variance_rows(
